@@ -1,0 +1,87 @@
+"""How many samples a batch holds, and how many bytes, for any batch a loader yields.
+
+The meter calls the sizer once per batch, so :func:`make_sizer` inspects the first batch
+and returns a specialised function (``len`` of the right element) instead of walking the
+structure every time: this keeps the meter's overhead to tens of nanoseconds a batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def _leaf_path(batch: Any) -> tuple:
+    """Path of keys/indices to the first array-like or sequence leaf that has a length."""
+    path: list = []
+    node = batch
+    for _ in range(8):
+        if isinstance(node, Mapping):
+            if not node:
+                break
+            key = next(iter(node))
+            path.append(key)
+            node = node[key]
+        elif isinstance(node, (tuple, list)) and node and _is_container(node[0]):
+            path.append(0)
+            node = node[0]
+        else:
+            break
+    return tuple(path)
+
+
+def _is_container(x: Any) -> bool:
+    return isinstance(x, (Mapping, tuple, list)) or hasattr(x, "shape")
+
+
+def make_sizer(first_batch: Any) -> Callable[[Any], int]:
+    """Return ``f(batch) -> number of samples`` specialised to the structure of ``first_batch``.
+
+    A tensor or array counts its first dimension; a tuple/list/dict of them counts its
+    first leaf; a plain list of samples counts its length; anything without a length is 1.
+    """
+    path = _leaf_path(first_batch)
+    leaf = first_batch
+    for k in path:
+        leaf = leaf[k]
+    # torch's Tensor.__len__ is Python-level (~0.5 us); .shape[0] is a C getter (~0.13 us)
+    ln = (lambda x: x.shape[0]) if getattr(leaf, "shape", None) else len
+    if not path:
+        try:
+            ln(first_batch)
+        except TypeError:
+            return lambda b: 1
+        return ln
+    if len(path) == 1:
+        (k,) = path
+        return lambda b: ln(b[k])
+    if len(path) == 2:
+        k1, k2 = path
+        return lambda b: ln(b[k1][k2])
+
+    def sizer(b: Any) -> int:
+        for k in path:
+            b = b[k]
+        return ln(b)
+
+    return sizer
+
+
+def batch_len(batch: Any) -> int:
+    """Number of samples in ``batch`` (unspecialised, for occasional use)."""
+    return make_sizer(batch)(batch)
+
+
+def batch_nbytes(batch: Any) -> int:
+    """Total bytes of the arrays, tensors, bytes and strings in ``batch`` (recursive)."""
+    if hasattr(batch, "nbytes"):
+        return int(batch.nbytes)
+    if isinstance(batch, (bytes, bytearray, memoryview)):
+        return len(batch)
+    if isinstance(batch, str):
+        return len(batch.encode())
+    if isinstance(batch, Mapping):
+        return sum(batch_nbytes(v) for v in batch.values())
+    if isinstance(batch, (tuple, list)):
+        return sum(batch_nbytes(v) for v in batch)
+    return 0

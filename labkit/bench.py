@@ -1,0 +1,119 @@
+"""Named benchmarks that print their figures: ratios against a baseline measured in the same run.
+
+Performance is checked here, not in timed test assertions that flake: a benchmark reports
+what it measured and whether the goal was met, and the numbers go into the closing notes.
+Run one with ``labkit bench NAME [--json]``.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+
+BENCHMARKS: dict[str, Callable[..., dict]] = {}
+
+
+def benchmark(name: str, goal: str):
+    """Register a benchmark function under ``name``; ``goal`` says what passing means."""
+
+    def wrap(fn):
+        fn.goal = goal
+        BENCHMARKS[name] = fn
+        return fn
+
+    return wrap
+
+
+def run_benchmark(name: str, **kwargs) -> dict:
+    """Run the named benchmark and return its figures (a JSON-ready dict)."""
+    if name not in BENCHMARKS:
+        raise KeyError(f"no benchmark named {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
+    fn = BENCHMARKS[name]
+    result = {"benchmark": name, "goal": fn.goal, **fn(**kwargs)}
+    return result
+
+
+def format_result(result: dict) -> str:
+    lines = [f"benchmark {result['benchmark']}  (goal: {result['goal']})"]
+    for k, v in result.items():
+        if k in ("benchmark", "goal"):
+            continue
+        lines.append(f"  {k:<24} {v:,.4g}" if isinstance(v, float) else f"  {k:<24} {v}")
+    return "\n".join(lines)
+
+
+class _TinyDataset:
+    """A map-style dataset of one precomputed 4-element tensor: the loader costs ~nothing."""
+
+    def __init__(self, n: int):
+        import torch
+
+        self.n, self.item = n, torch.arange(4)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.item
+
+
+@benchmark("meter-overhead", goal="meter adds < 2% to a bare loop at 100k+ batches/s")
+def meter_overhead(batches: int = 200_000, trials: int = 9) -> dict:
+    """Time a bare ``for batch in loader`` against ``lk.measure`` on the same DataLoader.
+
+    The loader is a real ``torch.utils.data.DataLoader`` (``batch_size=None``, no workers)
+    over a dataset whose item costs nothing, so it yields 100k+ tiny batches per second and
+    every nanosecond the meter spends per batch shows. Trials alternate bare and metered
+    passes; the overhead is the median of the per-trial ratios, minus one. ``overhead_pct``
+    is the meter with uniform batches declared (one clock read per batch, what a stock
+    DataLoader gets automatically); ``exact_sizing_overhead_pct`` also sizes every batch.
+    """
+    from torch.utils.data import DataLoader
+
+    from .measure import measure
+
+    loader = DataLoader(_TinyDataset(batches), batch_size=None, num_workers=0)
+
+    def bare() -> float:
+        t0 = time.perf_counter()
+        for _ in loader:
+            pass
+        return time.perf_counter() - t0
+
+    def metered(batch_size) -> Callable[[], float]:
+        def run() -> float:
+            t0 = time.perf_counter()
+            m = measure(loader, repeats=1, warmup=0, batch_size=batch_size)
+            elapsed = time.perf_counter() - t0
+            assert m.samples == 4 * batches, m.samples  # the meter counted every sample
+            return elapsed
+        return run
+
+    uniform, exact = metered(4), metered(None)  # each tiny batch is a tensor of 4 samples
+    bare(), uniform(), exact()  # warm-up: imports, allocator, caches
+    rows = []
+    gc_was = gc.isenabled()
+    gc.disable()  # a collection landing in one side of a pair is noise, not overhead
+    try:
+        for i in range(trials):
+            order = [bare, uniform, exact] if i % 2 == 0 else [exact, uniform, bare]
+            t = {fn: fn() for fn in order}
+            rows.append((t[bare], t[uniform], t[exact]))
+    finally:
+        if gc_was:
+            gc.enable()
+    bare_s = statistics.median(r[0] for r in rows)
+    over_uniform = statistics.median(r[1] / r[0] for r in rows) - 1
+    over_exact = statistics.median(r[2] / r[0] for r in rows) - 1
+    return {
+        "batches": batches,
+        "trials": trials,
+        "bare_batches_per_s": batches / bare_s,
+        "overhead_pct": 100 * over_uniform,
+        "overhead_ns_per_batch": 1e9 * over_uniform * bare_s / batches,
+        "exact_sizing_overhead_pct": 100 * over_exact,
+        "exact_sizing_ns_per_batch": 1e9 * over_exact * bare_s / batches,
+        "goal_met": bool(over_uniform < 0.02 and batches / bare_s >= 100_000),
+    }

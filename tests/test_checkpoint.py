@@ -1,0 +1,148 @@
+"""labkit.checkpoint: the local verification checkpoint record (chapter 00)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from labkit import checkpoint as ck
+from labkit.errors import RecordError
+
+
+@pytest.fixture
+def records(tmp_path, monkeypatch):
+    folder = tmp_path / "records"
+    monkeypatch.setenv("LABKIT_RECORDS", str(folder))
+    return folder
+
+
+def _checkpoint(**kw) -> ck.Checkpoint:
+    c = ck.Checkpoint("01_measuring", scale="ci", **kw)
+    c.observe("samples_per_s", 5400.5, "samples/s", {"num_workers": 2, "batch_size": 64})
+    c.observe("duplicates", np.int64(0), "samples", note="exactly once")
+    return c.observe("backend", "gloo", "").constraint("warm page cache")
+
+
+def test_round_trip(records, capsys):
+    path = _checkpoint().write()
+    assert path.parent == records and path.name.startswith("01_measuring--")
+    record = ck.read_checkpoint(path)
+    assert record == json.loads(path.read_text())
+    assert record["schema"] == ck.SCHEMA and record["scale"] == "ci"
+    assert set(ck.REQUIRED_KEYS) <= set(record)
+    assert record["observations"][0] == {
+        "name": "samples_per_s", "value": 5400.5, "unit": "samples/s",
+        "config": {"num_workers": 2, "batch_size": 64}, "note": None}
+    assert record["observations"][1]["value"] == 0
+    assert record["constraints"] == ["warm page cache"]
+    assert record["created"].endswith("+00:00")
+    out = capsys.readouterr().out
+    assert "samples_per_s = 5,400 samples/s [num_workers=2 batch_size=64]" in out
+    assert f"compare with: labkit report {records}" in out and str(path) in out
+
+
+def test_atomic_write_leaves_no_tmp_files_and_never_overwrites(records):
+    first, second = _checkpoint().write(False), _checkpoint().write(False)
+    assert first != second
+    assert sorted(p.name for p in records.iterdir()) == sorted([first.name, second.name])
+
+
+def test_records_dir_argument_and_scale_from_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_SCALE", "full")
+    c = ck.Checkpoint("00_start", records_dir=tmp_path / "here")
+    path = c.observe("x", 1, "").write(print_summary=False)
+    assert path.parent == tmp_path / "here" and ck.read_checkpoint(path)["scale"] == "full"
+
+
+def test_fixture_and_data_recorded(records, tmp_path):
+    fx = SimpleNamespace(name="tokens", path=tmp_path, digest="ab" * 32, nbytes=10, files=1,
+                         scale="ci")
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(b"12345")
+    record = ck.read_checkpoint(_checkpoint().use_fixture(fx).data("blob", blob).write(False))
+    assert record["data"][0] == {"name": "tokens", "path": str(tmp_path), "digest": "ab" * 32,
+                                 "nbytes": 10, "files": 1, "scale": "ci"}
+    assert record["data"][1]["nbytes"] == 5
+    assert record["environment"]["data"]["path"] == str(tmp_path.resolve())
+
+
+def test_add_measurement_extends_observations():
+    class FakeMeasurement:
+        def as_observations(self, name, config):
+            return [{"name": f"{name}.samples_per_s", "value": 12.5, "unit": "samples/s",
+                     "config": config or {}}]
+
+    c = ck.Checkpoint("01", scale="ci").add_measurement(FakeMeasurement(), "mmap", {"k": 1})
+    assert c.observations == [{"name": "mmap.samples_per_s", "value": 12.5,
+                               "unit": "samples/s", "config": {"k": 1}, "note": None}]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -np.inf, [1, 2], None, "x" * 500])
+def test_bad_values_rejected(value):
+    with pytest.raises(ValueError, match="samples_per_s"):
+        ck.Checkpoint("01", scale="ci").observe("samples_per_s", value, "samples/s")
+
+
+def test_unwritable_folder(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        try:
+            _checkpoint(records_dir=locked / "records").write(False)
+        except RecordError as exc:
+            assert "LABKIT_RECORDS" in str(exc) and str(locked) in str(exc)
+        else:
+            if os.geteuid() != 0:
+                pytest.fail("a read-only folder accepted a record")
+            pytest.skip("running as root: permissions do not stop the write")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_parent_is_a_file_fails_even_for_root(tmp_path):
+    (tmp_path / "plain").write_text("not a folder")
+    folder = tmp_path / "plain" / "records"
+    with pytest.raises(RecordError, match="LABKIT_RECORDS") as info:
+        _checkpoint(records_dir=folder).write(False)
+    assert str(folder) in str(info.value)
+
+
+def _write(path: Path, obj) -> Path:
+    path.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+    return path
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda r: "{not json", "not valid JSON"),
+    (lambda r: {**r, "schema": "something/else"}, "unknown schema"),
+    (lambda r: {**r, "schema": "labkit.checkpoint/2"}, "newer labkit"),
+    (lambda r: {k: v for k, v in r.items() if k != "observations"}, "observations"),
+    (lambda r: {**r, "observations": [{"name": "x"}]}, "observation 0"),
+    (lambda r: [r], "not a labkit checkpoint"),
+])
+def test_read_errors_name_the_file(records, mutate, message):
+    good = json.loads(_checkpoint().write(False).read_text())
+    bad = _write(records / "bad.json", mutate(good))
+    with pytest.raises(RecordError, match=message) as info:
+        ck.read_checkpoint(bad)
+    assert str(bad) in str(info.value)
+
+
+def test_missing_file_named(tmp_path):
+    with pytest.raises(RecordError, match="nope.json"):
+        ck.read_checkpoint(tmp_path / "nope.json")
+
+
+def test_summary_lists_first_observations():
+    c = ck.Checkpoint("03", scale="ci")
+    for i in range(12):
+        c.observe(f"m{i}", i, "s")
+    text = ck.summary(c.record())
+    assert "12 observations" in text and "m7 = 7 s" in text and "and 4 more" in text
+    assert "m8 =" not in text and "compare with" not in text
