@@ -1,0 +1,71 @@
+"""labkit: the helper package of the just-in-time data loading kit (``import labkit as lk``).
+
+Each name below is introduced in a chapter; the modules are one concept each:
+fixtures, measure, datasets, loaders, dashboard, plots, checkpoint, report, environment,
+bench, runner. The public API is exactly ``__all__`` (sorted, checked by a test).
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
+from .bench import run_benchmark
+from .checkpoint import Checkpoint, read_checkpoint
+from .dashboard import Dashboard, DashboardModel
+from .datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
+from .environment import environment, format_environment, versions
+from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
+from .fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, verify
+from .loaders import make_loader, shutdown, worker_processes
+from .measure import Measurement, compare, measure, simulated_step
+from .plots import plot_throughput, plot_wait_compute
+from .report import comparison_rows, format_table, load_records, write_report
+from .runner import run_notebooks
+from .scale import SCALES, resolve_scale
+
+try:
+    __version__ = _version("labkit")
+except PackageNotFoundError:  # a plain checkout on sys.path
+    __version__ = "0+unknown"
+
+__all__ = [
+    "Checkpoint",
+    "Dashboard",
+    "DashboardModel",
+    "DataFormatError",
+    "Fixture",
+    "FixtureError",
+    "LabkitError",
+    "Measurement",
+    "MemmapBatches",
+    "MemmapRows",
+    "NpyFilesDataset",
+    "RecordError",
+    "SCALES",
+    "ScaleError",
+    "compare",
+    "comparison_rows",
+    "ensure_fixtures",
+    "environment",
+    "fixture",
+    "format_environment",
+    "format_fixture_table",
+    "format_table",
+    "load_records",
+    "make_loader",
+    "measure",
+    "open_array",
+    "plot_throughput",
+    "plot_wait_compute",
+    "read_checkpoint",
+    "resolve_scale",
+    "run_benchmark",
+    "run_notebooks",
+    "shutdown",
+    "simulated_step",
+    "verify",
+    "versions",
+    "worker_processes",
+    "write_report",
+]

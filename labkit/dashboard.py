@@ -17,6 +17,7 @@ from typing import Any
 
 from ._batch import make_sizer
 from .errors import LabkitError
+from .loaders import shutdown
 
 log = logging.getLogger(__name__)
 
@@ -27,16 +28,6 @@ DEFAULT_KNOBS: dict[str, list] = {"num_workers": [0, 1, 2, 4], "batch_size": [16
 def _allowed(value: Any, options: list) -> bool:
     # True == 1 in Python, so a bool must not pass for num_workers=1 (nor 1 for True).
     return any(value == o and isinstance(value, bool) == isinstance(o, bool) for o in options)
-
-
-def _shutdown(it: Any) -> None:
-    """Stop an iterator's workers now instead of whenever the garbage collector runs."""
-    if it is None:
-        return
-    if hasattr(it, "_shutdown_workers"):  # torch's multiprocessing iterator
-        it._shutdown_workers()
-    if hasattr(it, "close"):  # a generator: runs its ``finally`` blocks
-        it.close()
 
 
 class DashboardModel:
@@ -201,7 +192,7 @@ class DashboardModel:
             if seconds is None:
                 seconds = time.perf_counter() - t0
             try:
-                _shutdown(it)
+                shutdown(it)
             except Exception:
                 log.exception("shutting down the loader of run %d failed", n)
             it = None  # the last reference to the iterator and so to its workers

@@ -21,6 +21,7 @@ if there is no step):
 from __future__ import annotations
 
 import itertools
+import re
 import statistics
 import sys
 import time
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ._batch import batch_nbytes, make_sizer
+from .loaders import shutdown
 
 
 @dataclass
@@ -134,7 +136,8 @@ class Measurement:
 
     def as_observations(self, name: str | None = None, config: dict | None = None) -> list:
         """Observations for a checkpoint record: samples/s, bytes/s, first batch, wait."""
-        name = name or self.name
+        # "mmap rows + step" -> "mmap_rows_step": record keys stay greppable
+        name = re.sub(r"[^a-z0-9.]+", "_", (name or self.name).lower()).strip("_")
         cfg = {**self.config, **(config or {})}
         if self.step is not None:
             cfg.setdefault("step", self.step)
@@ -164,16 +167,6 @@ class Measurement:
         return s
 
     __repr__ = __str__
-
-
-def _shutdown(it: Any) -> None:
-    """Stop a loader iterator's workers now rather than whenever it is garbage-collected."""
-    shutdown = getattr(it, "_shutdown_workers", None)  # torch's multiprocessing iterator
-    if shutdown is not None:
-        shutdown()
-    close = getattr(it, "close", None)  # a generator
-    if close is not None:
-        close()
 
 
 def uniform_batch_size(loader: Any) -> int | None:
@@ -306,7 +299,7 @@ def _one_pass(
             samples = sizes_first + sum(more)
         del last
     finally:
-        _shutdown(it)
+        shutdown(it)
         del it
     r = np.asarray(recv)
     e = r if step is None else np.asarray(ends)

@@ -27,8 +27,9 @@ def resolve_scale(scale: str | None = None) -> str:
         source = "LABKIT_SCALE" if os.environ.get("LABKIT_SCALE") else "default"
     name = str(scale).strip().lower()
     if name not in SCALES:
+        what = f"LABKIT_SCALE={scale!r}" if source == "LABKIT_SCALE" else f"scale {scale!r}"
         raise ScaleError(
-            f"{source} scale {scale!r} is not a scale; choose one of {', '.join(SCALES)} "
+            f"{what} is not a scale; choose one of {', '.join(SCALES)} "
             f"(e.g. LABKIT_SCALE=ci for a quick run)"
         )
     return name

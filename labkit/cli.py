@@ -1,0 +1,159 @@
+"""The ``labkit`` command: fixtures, env, run, report, bench, lab.
+
+Every subcommand has ``--help``; bad arguments and bad input (unknown scale, notebook,
+benchmark, corrupted fixture, unwritable folder) print one clear line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+from .errors import LabkitError
+from .scale import SCALES
+
+
+def _cmd_fixtures(args) -> int:
+    from .fixtures import ensure_fixtures, load_specs, resolve_spec
+
+    if args.list:
+        for name, spec in load_specs().items():
+            print(f"{name:<14}{spec['kind']:<12}{resolve_spec(spec, _scale(args))}")
+        return 0
+    ensure_fixtures(args.names or None, _scale(args), repair=args.repair,
+                    verify_all=args.verify, progress=not args.no_progress)
+    return 0
+
+
+def _scale(args) -> str:
+    from .scale import resolve_scale
+
+    return resolve_scale(args.scale)
+
+
+def _cmd_env(args) -> int:
+    from .environment import environment, format_environment
+
+    env = environment(data_path=args.data)
+    print(json.dumps(env, indent=2) if args.json else format_environment(env))
+    return 0
+
+
+def _cmd_run(args) -> int:
+    from .runner import run_notebooks
+
+    results = run_notebooks(args.notebooks or None, _scale(args), args.out, args.timeout)
+    return 0 if all(r.ok for r in results) else 1
+
+
+def _cmd_report(args) -> int:
+    from .report import comparison_rows, format_table, load_records, write_report
+
+    records = load_records(args.dirs)
+    print(format_table(comparison_rows(records)))
+    path = write_report(args.dirs, args.out)
+    print(f"\nreport: {path}\nplot:   {path.with_suffix('.png')}")
+    return 0
+
+
+def _cmd_bench(args) -> int:
+    from .bench import BENCHMARKS, format_result, run_benchmark
+
+    if args.list or not args.name:
+        for name, fn in sorted(BENCHMARKS.items()):
+            print(f"{name:<18}{fn.goal}")
+        return 0 if args.list else 2
+    try:
+        result = run_benchmark(args.name)
+    except KeyError as e:
+        raise LabkitError(e.args[0]) from None
+    print(json.dumps(result, indent=2) if args.json else format_result(result))
+    return 0
+
+
+def _cmd_lab(args) -> int:
+    from .fixtures import ensure_fixtures
+    from .paths import notebooks_dir
+
+    scale = _scale(args)
+    ensure_fixtures(scale=scale)
+    jupyter = shutil.which("jupyter")
+    if jupyter is None:
+        raise LabkitError("jupyter not found on PATH; install the kit with pip install -e .")
+    argv = [jupyter, "lab", str(notebooks_dir()), *args.lab_args]
+    print("starting:", " ".join(argv))
+    os.environ["LABKIT_SCALE"] = scale
+    os.execv(jupyter, argv)  # replaces this process: Ctrl-C stops JupyterLab as usual
+    return 0  # pragma: no cover
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="labkit",
+        description="Just-in-time data loading in PyTorch, measured on your machine.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    def scale_opt(sp):
+        sp.add_argument("--scale", choices=SCALES, default=None,
+                        help="ci, workshop or full (default: LABKIT_SCALE, else workshop)")
+
+    f = sub.add_parser("fixtures", help="generate and verify the synthetic fixtures")
+    f.add_argument("names", nargs="*", metavar="NAME", help="fixtures to make (default: all)")
+    scale_opt(f)
+    f.add_argument("--repair", action="store_true",
+                   help="regenerate fixtures whose files fail verification")
+    f.add_argument("--verify", action="store_true", help="hash every file, not just changed ones")
+    f.add_argument("--list", action="store_true", help="list the specs and exit")
+    f.add_argument("--no-progress", action="store_true", help="no progress bars")
+    f.set_defaults(fn=_cmd_fixtures)
+
+    e = sub.add_parser("env", help="this machine's hardware, versions and data path")
+    e.add_argument("--json", action="store_true", help="print the full record as JSON")
+    e.add_argument("--data", default=None, help="data path to describe (default: fixture cache)")
+    e.set_defaults(fn=_cmd_env)
+
+    r = sub.add_parser("run", help="execute chapters headless and write their records")
+    r.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
+                   help="chapters: 01, 01_measuring_a_loader or a path (default: all)")
+    scale_opt(r)
+    r.add_argument("--out", default=None, help="output folder (default: runs/<time>-<host>)")
+    r.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    r.set_defaults(fn=_cmd_run)
+
+    rp = sub.add_parser("report", help="compare checkpoint records across runs and machines")
+    rp.add_argument("dirs", nargs="+", metavar="DIR", help="folders of records")
+    rp.add_argument("--out", default=None, help="Markdown report path (default: report.md)")
+    rp.set_defaults(fn=_cmd_report)
+
+    b = sub.add_parser("bench", help="run a named benchmark and print its figures")
+    b.add_argument("name", nargs="?", metavar="NAME", help="benchmark name (see --list)")
+    b.add_argument("--json", action="store_true", help="print the figures as JSON")
+    b.add_argument("--list", action="store_true", help="list the benchmarks")
+    b.set_defaults(fn=_cmd_bench)
+
+    lab = sub.add_parser("lab", help="make the fixtures, then open JupyterLab on the chapters")
+    scale_opt(lab)
+    lab.add_argument("lab_args", nargs=argparse.REMAINDER, help="passed to jupyter lab")
+    lab.set_defaults(fn=_cmd_lab)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 with a usage message on bad arguments
+    try:
+        return args.fn(args)
+    except LabkitError as e:
+        print(f"labkit {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"labkit {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Building and tearing down torch DataLoaders the way every chapter should.
+
+:func:`make_loader` turns knob values into a DataLoader that cannot hang a workshop
+(``timeout=`` whenever there are workers) and accepts every knob at every setting (torch
+refuses ``prefetch_factor`` and ``persistent_workers`` without workers).
+:func:`shutdown` stops an iterator's workers now instead of whenever garbage collection
+runs; :func:`worker_processes` lists the ones still alive. Introduced in chapter 01.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+#: Seconds a worker may take to deliver one batch before the DataLoader raises.
+DEFAULT_TIMEOUT_S = 60.0
+
+
+def make_loader(
+    dataset,
+    *,
+    batch_size: int | None = 64,
+    num_workers: int = 0,
+    prefetch_factor: int | None = None,
+    pin_memory: bool = False,
+    persistent_workers: bool = False,
+    shuffle: bool = False,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    **kwargs: Any,
+):
+    """A ``torch.utils.data.DataLoader`` from knob values, safe at every setting.
+
+    With ``num_workers=0`` the worker-only knobs are dropped (torch raises otherwise); with
+    workers, ``timeout`` is always set so a stuck worker fails the cell instead of hanging.
+    ``pin_memory=True`` without CUDA is dropped with one warning (pinning needs a device).
+    Other keyword arguments go to the DataLoader unchanged.
+    """
+    import torch
+    from torch.utils.data import DataLoader
+
+    if pin_memory and not torch.cuda.is_available():
+        warnings.warn("pin_memory=True ignored: no CUDA device to pin for", stacklevel=2)
+        pin_memory = False
+    if num_workers > 0:
+        kwargs.update(timeout=timeout, persistent_workers=persistent_workers)
+        if prefetch_factor is not None:
+            kwargs["prefetch_factor"] = prefetch_factor
+    return DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
+                      pin_memory=pin_memory, shuffle=shuffle, **kwargs)
+
+
+def shutdown(it: Any) -> None:
+    """Stop a loader iterator's worker processes now (and close a generator)."""
+    if it is None:
+        return
+    stop = getattr(it, "_shutdown_workers", None)  # torch's multiprocessing iterator
+    if stop is not None:
+        stop()
+    close = getattr(it, "close", None)  # a generator: runs its finally blocks
+    if close is not None:
+        close()
+
+
+def worker_processes() -> list:
+    """Child processes of this one that are still alive (leftover DataLoader workers)."""
+    import psutil
+
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
