@@ -42,7 +42,11 @@ class DashboardModel:
     def __init__(self, make_loader: Callable[[dict], Iterable],
                  step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
                  defaults: dict | None = None, max_batches: int | None = None,
-                 max_seconds: float | None = None, window_s: float = 0.25):
+                 max_seconds: float | None = None, window_s: float = 0.25,
+                 epochs: int | None = 1):
+        if epochs is None and max_seconds is None and max_batches is None:
+            raise ValueError("epochs=None runs until stopped: give max_seconds or max_batches")
+        self.epochs = epochs
         self.make_loader = make_loader
         self.step = step
         self.knobs = {k: list(v) for k, v in (knobs or DEFAULT_KNOBS).items()}
@@ -143,16 +147,23 @@ class DashboardModel:
         cfg = self.run_config
         total, win = _Tally(), _Tally()
         status, it, seconds, first_batch_s, win_start = "done", None, None, None, 0.0
+        loader = None
         t0 = time.perf_counter()
         try:
-            it = iter(self.make_loader(dict(cfg)))
+            loader = self.make_loader(dict(cfg))
+            it, epoch = iter(loader), 0
             sizer = None
             while not self._stop.is_set():
                 ta = time.perf_counter()
                 try:
                     batch = next(it)
                 except StopIteration:
-                    break
+                    epoch += 1
+                    if self.epochs is not None and epoch >= self.epochs:
+                        break
+                    # Next epoch from the same loader: persistent_workers keeps its workers.
+                    it = iter(loader)
+                    continue
                 tb = time.perf_counter()
                 if sizer is None:
                     sizer, first_batch_s = make_sizer(batch), tb - t0
@@ -195,7 +206,7 @@ class DashboardModel:
                 shutdown(it)
             except Exception:
                 log.exception("shutting down the loader of run %d failed", n)
-            it = None  # the last reference to the iterator and so to its workers
+            it = loader = None  # the last references to the iterator and its workers
             row = {"run": n, **cfg, "batches": total.batches, "samples": total.samples,
                    "seconds": seconds, "samples_per_s": total.samples / seconds if seconds else 0.0,
                    "wait_fraction": total.wait_fraction, "first_batch_s": first_batch_s,
@@ -248,12 +259,14 @@ class Dashboard:
     def __init__(self, make_loader: Callable[[dict], Iterable],
                  step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
                  defaults: dict | None = None, max_batches: int | None = None,
-                 max_seconds: float | None = None, title: str = "Throughput"):
+                 max_seconds: float | None = None, title: str = "Throughput",
+                 epochs: int | None = 1):
         # Imported here so that `import labkit` stays fast and the model works without widgets.
         import ipywidgets as w
 
         self.title = title
-        self.model = DashboardModel(make_loader, step, knobs, defaults, max_batches, max_seconds)
+        self.model = DashboardModel(make_loader, step, knobs, defaults, max_batches, max_seconds,
+                                    epochs=epochs)
         self.controls: dict[str, Any] = {}
         for name, options in self.model.knobs.items():
             if set(options) == {False, True} and all(isinstance(o, bool) for o in options):
@@ -291,15 +304,22 @@ class Dashboard:
     def _repr_mimebundle_(self, **kwargs):
         return self._widget._repr_mimebundle_(**kwargs)
 
-    def run_sync(self, **overrides: Any) -> dict:
-        """Set the given knobs, run one pass in this thread, refresh, return the run's row."""
+    def run_sync(self, raise_on_error: bool = True, **overrides: Any) -> dict:
+        """Set the given knobs, run in this thread, refresh, return the run's row.
+
+        Headless notebooks call this; a loader that fails raises (``raise_on_error``), so
+        a broken chapter fails its cell in CI instead of printing an error row.
+        """
         if self.model.running:
             raise LabkitError("a run is in progress; press Stop (or wait) before run_sync()")
         for name, value in overrides.items():
             self.model.set(name, value)  # validates with a clear message before the widget
             self.controls[name].value = value
         self._set_running(True)
-        return self.model.run()
+        row = self.model.run()
+        if raise_on_error and row["status"].startswith("error"):
+            raise LabkitError(f"dashboard run {row['run']} failed: {self.model.error}")
+        return row
 
     def _on_run(self, _button: Any = None) -> None:
         try:

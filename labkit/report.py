@@ -162,6 +162,10 @@ def plot_comparison(records: list[dict], path) -> Path:
         ax.invert_yaxis()  # first observation on top, as in the table
         ax.set_title(g[0], loc="left", fontsize=10)
         ax.set_xlabel(g[1], fontsize=8)
+        positive = [r[lb] for r in rows for lb in runs[g] if _is_number(r[lb]) and r[lb] > 0]
+        if positive and max(positive) > 50 * min(positive):  # 3 orders apart: log or invisible
+            ax.set_xscale("log")
+            ax.set_xlabel(f"{g[1]} (log scale)", fontsize=8)
         ax.margins(x=0.15)  # room for the value labels
     if groups:
         fig.legend([Patch(color=cmap[lb]) for lb in labels], labels, loc="outside upper center",

@@ -86,7 +86,11 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
     notebooks = resolve_notebooks(names)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = Path(out) if out else paths.runs_dir() / f"{stamp}-{socket.gethostname()}-{scale}"
-    (out / "notebooks").mkdir(parents=True, exist_ok=True)
+    try:
+        (out / "notebooks").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LabkitError(f"cannot create the run folder {out}: {e.strerror or e}; "
+                          "pass --out with a writable folder") from None
     records = out / "records"
     results = []
     echo(f"running {len(notebooks)} chapter(s) at scale {scale!r} into {out}")

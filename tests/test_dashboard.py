@@ -238,3 +238,26 @@ def test_dashboard_run_sync_refreshes_plot_and_table():
     assert dash.widget.children and "application/vnd.jupyter.widget-view+json" in (
         dash._repr_mimebundle_()
     )
+
+
+def test_epochs_repeat_the_loader_and_none_runs_until_max_seconds():
+    model = DashboardModel(lambda cfg: list_loader(cfg, batches=4), epochs=3)
+    row = model.run({"batch_size": 16})
+    assert row["batches"] == 12 and row["samples"] == 12 * 16
+    timed = DashboardModel(lambda cfg: list_loader(cfg, batches=4), epochs=None,
+                           max_seconds=0.2, step=lambda b: time.sleep(0.001))
+    row = timed.run()
+    assert row["status"] == "done" and row["batches"] > 12  # kept passing until the clock ran out
+    with pytest.raises(ValueError, match="max_seconds"):
+        DashboardModel(list_loader, epochs=None)
+
+
+def test_run_sync_raises_on_a_broken_loader_unless_told_not_to():
+    def broken(cfg):
+        raise OSError("disk gone")
+
+    dash = Dashboard(broken)
+    with pytest.raises(LabkitError, match="disk gone"):
+        dash.run_sync()
+    row = dash.run_sync(raise_on_error=False)
+    assert row["status"].startswith("error") and "disk gone" in row["status"]

@@ -1,0 +1,53 @@
+# The kit's two commands (see README):  make lab   |   make test
+#
+# Both create .venv on first use and install the kit into it. Override on the command line:
+#   SCALE=ci|workshop|full        size of fixtures and sweeps (make lab / make run)
+#   TORCH_INDEX=<wheel index URL>  choose your torch build, e.g. a CUDA one (README, "GPU")
+#   PYTHON=python3.12              the interpreter the virtual environment is made from
+
+PYTHON ?= python3
+VENV ?= .venv
+SCALE ?= workshop
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup lab run test bench clean-venv
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	@# torch first, so nothing else can pull a multi-GB CUDA build onto a machine without a GPU.
+	@# Without nvidia-smi, pip's dry run tells whether the default build would bring CUDA
+	@# libraries; if so, PyTorch's CPU index is used instead.
+	@if [ -n "$(TORCH_INDEX)" ]; then \
+	  echo "torch: $(TORCH_SPEC) from $(TORCH_INDEX)"; \
+	  $(BIN)/pip install --index-url "$(TORCH_INDEX)" "$(TORCH_SPEC)"; \
+	elif ! command -v nvidia-smi >/dev/null 2>&1 && \
+	     $(BIN)/pip install --dry-run --quiet --report - "$(TORCH_SPEC)" 2>/dev/null \
+	     | grep -q '"name": "nvidia-'; then \
+	  echo "torch: no GPU here, but the default build would bring CUDA: using the CPU index"; \
+	  $(BIN)/pip install --index-url "$(TORCH_CPU_INDEX)" "$(TORCH_SPEC)"; \
+	else \
+	  $(BIN)/pip install "$(TORCH_SPEC)"; \
+	fi
+	$(BIN)/pip install -e ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+lab: setup  ## the main job: fixtures ready, JupyterLab opened on notebooks/
+	$(BIN)/labkit lab --scale $(SCALE)
+
+run: setup  ## the main job headless: every chapter executed, records written
+	$(BIN)/labkit run --scale $(SCALE)
+
+test: setup  ## unit, contract and bad-input tests, then every notebook through nbval at ci scale
+	LABKIT_SCALE=ci $(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/labkit bench meter-overhead
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,123 @@
+"""The `labkit` command: help, bad arguments (exit 2, one clear line), run and report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def labkit(*args, env=None, timeout=300):
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "labkit.cli", *args], capture_output=True,
+                          text=True, env=full_env, timeout=timeout, cwd=REPO)
+
+
+@pytest.mark.parametrize("cmd", ["fixtures", "env", "run", "report", "bench", "lab"])
+def test_every_subcommand_has_help(cmd):
+    r = labkit(cmd, "--help")
+    assert r.returncode == 0 and "usage: labkit" in r.stdout
+
+
+@pytest.mark.parametrize("args, says", [
+    ([], "required"),
+    (["nope"], "invalid choice"),
+    (["fixtures", "--scale", "huge"], "invalid choice: 'huge'"),
+    (["run", "99"], "no chapter notebook '99'"),
+    (["bench", "nope"], "no benchmark named 'nope'"),
+    (["report", "/nonexistent/records"], "/nonexistent/records"),
+    (["fixtures", "no_such_fixture", "--scale", "ci"], "no fixture named 'no_such_fixture'"),
+])
+def test_bad_arguments_exit_2_with_a_clear_message(args, says):
+    r = labkit(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert says in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_bad_scale_from_the_environment():
+    r = labkit("fixtures", "array", env={"LABKIT_SCALE": "huge"})
+    assert r.returncode == 2
+    assert "LABKIT_SCALE='huge' is not a scale" in r.stderr
+
+
+def test_env_json_is_a_record_of_this_machine():
+    r = labkit("env", "--json")
+    assert r.returncode == 0
+    env = json.loads(r.stdout)
+    assert {"cpu", "memory", "gpu", "versions", "data"} <= set(env)
+
+
+def test_bench_list_names_meter_overhead():
+    r = labkit("bench", "--list")
+    assert r.returncode == 0 and "meter-overhead" in r.stdout
+
+
+def test_corrupted_fixture_says_how_to_repair(tmp_path):
+    env = {"LABKIT_DATA": str(tmp_path)}
+    assert labkit("fixtures", "tokens", "--scale", "ci", "--no-progress", env=env).returncode == 0
+    target = tmp_path / "ci" / "tokens" / "tokens.bin"
+    data = bytearray(target.read_bytes())
+    data[100] ^= 0xFF
+    target.write_bytes(bytes(data))
+    r = labkit("fixtures", "tokens", "--scale", "ci", env=env)
+    assert r.returncode == 2
+    assert "tokens.bin" in r.stderr and "--repair" in r.stderr
+    r = labkit("fixtures", "tokens", "--scale", "ci", "--repair", "--no-progress", env=env)
+    assert r.returncode == 0 and "repaired" in r.stdout
+
+
+def test_run_into_an_unwritable_folder(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    r = labkit("run", "00", "--scale", "ci", "--out", str(blocker / "run"))
+    assert r.returncode == 2
+    assert "cannot create the run folder" in r.stderr and "--out" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def ci_run(tmp_path_factory):
+    """`labkit run --scale ci` over every chapter, once for this module."""
+    out = tmp_path_factory.mktemp("run")
+    r = labkit("run", "--scale", "ci", "--out", str(out), timeout=600)
+    return r, out
+
+
+def test_run_writes_one_record_per_chapter(ci_run):
+    r, out = ci_run
+    assert r.returncode == 0, r.stdout + r.stderr
+    chapters = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    executed = sorted(p.stem for p in (out / "notebooks").glob("*.ipynb"))
+    assert executed == chapters
+    records = [json.loads(p.read_text()) for p in (out / "records").glob("*.json")]
+    assert sorted(rec["chapter"] for rec in records) == chapters
+    assert all(rec["scale"] == "ci" for rec in records)
+
+
+def test_report_compares_two_record_folders(ci_run, tmp_path):
+    _, out = ci_run
+    other = tmp_path / "other"
+    other.mkdir()
+    for p in (out / "records").glob("*.json"):  # a second "machine": same records, renamed host
+        rec = json.loads(p.read_text())
+        rec["environment"]["hostname"] = "other-machine"
+        (other / p.name).write_text(json.dumps(rec))
+    md = tmp_path / "report.md"
+    r = labkit("report", str(out / "records"), str(other), "--out", str(md))
+    assert r.returncode == 0, r.stderr
+    assert "other-machine" in r.stdout
+    text = md.read_text()
+    assert "other-machine" in text and "samples_per_s" in text
+    assert md.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_run_of_an_unknown_notebook_lists_the_chapters():
+    r = labkit("run", "02_nothing")
+    assert r.returncode == 2
+    assert "00_start_here" in r.stderr and "01_measuring_a_loader" in r.stderr
