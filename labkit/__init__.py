@@ -1,7 +1,7 @@
 """labkit: the helper package of the just-in-time data loading kit (``import labkit as lk``).
 
 Each name below is introduced in a chapter; the modules are one concept each:
-fixtures, measure, datasets, loaders, dashboard, plots, checkpoint, report, environment,
+fixtures, meter, datasets, loaders, dashboard, plots, checkpoint, report, machine,
 bench, runner. The public API is exactly ``__all__`` (sorted, checked by a test).
 """
 
@@ -14,11 +14,11 @@ from .bench import run_benchmark
 from .checkpoint import Checkpoint, read_checkpoint
 from .dashboard import Dashboard, DashboardModel
 from .datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
-from .environment import environment, format_environment, versions
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
 from .fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, verify
 from .loaders import make_loader, shutdown, worker_processes
-from .measure import Measurement, compare, measure, simulated_step
+from .machine import environment, format_environment, versions
+from .meter import Measurement, compare, measure, simulated_step
 from .plots import plot_throughput, plot_wait_compute
 from .report import comparison_rows, format_table, load_records, write_report
 from .runner import run_notebooks

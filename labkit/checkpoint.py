@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import paths
-from .environment import environment, gpu_line, human_bytes, versions
 from .errors import RecordError
+from .machine import environment, gpu_line, human_bytes, versions
 from .scale import resolve_scale
 
 SCHEMA = "labkit.checkpoint/1"

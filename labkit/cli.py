@@ -35,7 +35,7 @@ def _scale(args) -> str:
 
 
 def _cmd_env(args) -> int:
-    from .environment import environment, format_environment
+    from .machine import environment, format_environment
 
     env = environment(data_path=args.data)
     print(json.dumps(env, indent=2) if args.json else format_environment(env))

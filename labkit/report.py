@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .checkpoint import format_config, format_value, read_checkpoint
-from .environment import gpu_line, human_bytes
 from .errors import RecordError
+from .machine import gpu_line, human_bytes
 
 _FIXED = ("chapter", "name", "unit", "config")
 

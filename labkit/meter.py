@@ -299,7 +299,10 @@ def _one_pass(
             samples = sizes_first + sum(more)
         del last
     finally:
-        shutdown(it)
+        # Persistent workers belong to the DataLoader and are meant to outlive the pass
+        # (that is what they are measured for); any other iterator's workers stop now.
+        if not getattr(loader, "persistent_workers", False):
+            shutdown(it)
         del it
     r = np.asarray(recv)
     e = r if step is None else np.asarray(ends)
@@ -338,7 +341,6 @@ def measure(
         max_batches: stop each pass after this many batches.
         name: label in tables, plots and records.
         config: the knobs that produced this loader, kept with the figures.
-
         batch_size: ``"auto"`` (default) sizes every batch exactly, unless the loader is
             a DataLoader whose batches torch guarantees to be uniform
             (:func:`uniform_batch_size`); an int declares that every batch but the last
