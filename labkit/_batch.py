@@ -10,23 +10,43 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+_SCALARS = (str, bytes, bytearray, memoryview, int, float, bool)
+
+
+def _is_one_sample(batch: Any) -> bool:
+    """A scalar, or a tuple/mapping holding a scalar, is one sample, not a batch.
+
+    A collated batch holds sequences (tensors, lists); per-sample scalars such as
+    webdataset's ``"__key__": "0000001"`` or the label in ``(features, 3)`` only occur in
+    a single sample.
+    """
+    if isinstance(batch, _SCALARS):
+        return True
+    if isinstance(batch, Mapping):
+        return any(isinstance(v, _SCALARS) for v in batch.values())
+    if isinstance(batch, tuple):
+        return any(isinstance(v, _SCALARS) for v in batch)
+    return False
+
 
 def _leaf_path(batch: Any) -> tuple:
-    """Path of keys/indices to the first array-like or sequence leaf that has a length."""
+    """Path of keys/indices to the first leaf whose length is the batch size."""
     path: list = []
     node = batch
     for _ in range(8):
-        if isinstance(node, Mapping):
-            if not node:
-                break
+        if isinstance(node, Mapping) and node:
             key = next(iter(node))
             path.append(key)
             node = node[key]
-        elif isinstance(node, (tuple, list)) and node and _is_container(node[0]):
+        elif isinstance(node, tuple) and node and _is_container(node[0]):
             path.append(0)
             node = node[0]
+        elif (isinstance(node, list) and node and _is_container(node[0])
+              and not isinstance(node[0], (tuple, Mapping))):
+            path.append(0)  # a list of columns (default_collate keeps list samples as lists)
+            node = node[0]
         else:
-            break
+            break  # an array, or a list of samples (collate_fn=list): its length counts
     return tuple(path)
 
 
@@ -38,19 +58,22 @@ def make_sizer(first_batch: Any) -> Callable[[Any], int]:
     """Return ``f(batch) -> number of samples`` specialised to the structure of ``first_batch``.
 
     A tensor or array counts its first dimension; a tuple/list/dict of them counts its
-    first leaf; a plain list of samples counts its length; anything without a length is 1.
+    first leaf; a list of samples counts its length; a single sample (a scalar, or a
+    tuple/dict holding one, see :func:`_is_one_sample`) is 1.
     """
+    if _is_one_sample(first_batch):
+        return lambda b: 1
     path = _leaf_path(first_batch)
     leaf = first_batch
     for k in path:
         leaf = leaf[k]
     # torch's Tensor.__len__ is Python-level (~0.5 us); .shape[0] is a C getter (~0.13 us)
     ln = (lambda x: x.shape[0]) if getattr(leaf, "shape", None) else len
+    try:
+        ln(leaf)
+    except TypeError:
+        return lambda b: 1
     if not path:
-        try:
-            ln(first_batch)
-        except TypeError:
-            return lambda b: 1
         return ln
     if len(path) == 1:
         (k,) = path

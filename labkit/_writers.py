@@ -26,6 +26,7 @@ _WORDS = (
 
 class Writer:
     portable = True  # same bytes on every machine and library version
+    required: tuple[str, ...] = ("seed",)  # spec fields write() reads, checked up front
 
     def estimate_bytes(self, spec: dict) -> int:
         raise NotImplementedError
@@ -54,6 +55,7 @@ def _npy_header(f, dtype, shape) -> None:
 
 
 class ArrayWriter(Writer):
+    required = ("seed", "dtype", "features", "samples")
     def estimate_bytes(self, spec):
         return 2 * spec["samples"] * spec["features"] * np.dtype(spec["dtype"]).itemsize
 
@@ -71,6 +73,7 @@ class ArrayWriter(Writer):
 
 
 class NpyFilesWriter(Writer):
+    required = ("seed", "dtype", "features", "samples")
     def estimate_bytes(self, spec):
         return spec["samples"] * (spec["features"] * np.dtype(spec["dtype"]).itemsize + 128)
 
@@ -87,6 +90,7 @@ class NpyFilesWriter(Writer):
 
 
 class NpyShardsWriter(Writer):
+    required = ("seed", "dtype", "features", "samples", "shards")
     def estimate_bytes(self, spec):
         return spec["samples"] * spec["features"] * np.dtype(spec["dtype"]).itemsize
 
@@ -112,6 +116,7 @@ class NpyShardsWriter(Writer):
 
 
 class TokensWriter(Writer):
+    required = ("seed", "dtype", "vocab", "tokens")
     def estimate_bytes(self, spec):
         return spec["tokens"] * np.dtype(spec["dtype"]).itemsize
 
@@ -150,6 +155,7 @@ def encode_jpeg(img: np.ndarray, quality: int) -> bytes:
 
 class JpegWriter(Writer):
     portable = False
+    required = ("seed", "classes", "quality", "samples", "size")
 
     def estimate_bytes(self, spec):
         return spec["samples"] * spec["size"] ** 2 // 4
@@ -178,6 +184,7 @@ def _tar_add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 class WebDatasetWriter(Writer):
     portable = False
+    required = ("seed", "classes", "quality", "features", "samples", "shards", "size")
 
     def estimate_bytes(self, spec):
         return spec["samples"] * (spec["size"] ** 2 // 4 + 3 * 512 + 4 * spec["features"])
@@ -222,6 +229,7 @@ def _texts(rng: np.random.Generator, n: int) -> list[str]:
 
 class ParquetWriter(Writer):
     portable = False
+    required = ("seed", "classes", "features", "samples", "shards", "row_group")
 
     def estimate_bytes(self, spec):
         return spec["samples"] * (4 * spec["features"] + 150)
@@ -254,6 +262,7 @@ class ParquetWriter(Writer):
 
 
 class JsonlWriter(Writer):
+    required = ("seed", "classes", "samples", "shards")
     def estimate_bytes(self, spec):
         return spec["samples"] * 150
 

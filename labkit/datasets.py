@@ -69,11 +69,16 @@ def open_array(path: str | os.PathLike, dtype=None, shape=None) -> np.ndarray:
 class NpyFilesDataset(Dataset):
     """One ``.npy`` file per sample: the naive layout (one open+read+parse per sample)."""
 
-    def __init__(self, fixture_or_folder):
+    def __init__(self, fixture_or_folder, dtype=None, sample_shape=None):
+        meta = getattr(fixture_or_folder, "meta", {})
         if hasattr(fixture_or_folder, "file_list"):
             self.files = fixture_or_folder.file_list(".npy")
         else:
             self.files = sorted(Path(fixture_or_folder).rglob("*.npy"))
+        dtype = dtype or meta.get("dtype")
+        shape = sample_shape or meta.get("sample_shape")
+        self.dtype = np.dtype(dtype) if dtype else None
+        self.shape = tuple(shape) if shape else None
         if not self.files:
             raise DataFormatError(f"{fixture_or_folder}: no .npy files")
 
@@ -86,6 +91,11 @@ class NpyFilesDataset(Dataset):
             row = np.load(path)
         except (ValueError, OSError, EOFError) as e:
             raise DataFormatError(f"{path}: cannot read sample {i} ({e})") from None
+        if (self.dtype is not None and row.dtype != self.dtype) or (
+                self.shape is not None and row.shape != self.shape):
+            raise DataFormatError(
+                f"{path}: sample {i} is {row.dtype} {row.shape}, expected "
+                f"{self.dtype} {self.shape}")
         return torch.from_numpy(row), i
 
 

@@ -97,6 +97,14 @@ def load_specs(spec_path: str | Path | None = None) -> dict[str, dict]:
         missing = [s for s in SCALES if s not in spec]
         if missing:
             raise FixtureError(f"{spec_path}: fixture {name!r} has no sizes for {missing}")
+        for scale in SCALES:
+            resolved = resolve_spec(spec, scale)
+            absent = [f for f in WRITERS[kind].required if f not in resolved]
+            if absent:
+                raise FixtureError(
+                    f"{spec_path}: fixture {name!r} ({kind}, scale {scale}) lacks "
+                    f"{', '.join(absent)}; a {kind} fixture needs "
+                    f"{', '.join(WRITERS[kind].required)}")
     return raw
 
 

@@ -9,6 +9,7 @@ runs; :func:`worker_processes` lists the ones still alive. Introduced in chapter
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -50,9 +51,17 @@ def make_loader(
 
 
 def shutdown(it: Any) -> None:
-    """Stop a loader iterator's worker processes now (and close a generator)."""
+    """Stop a loader iterator's worker processes now (and close a generator).
+
+    Given a DataLoader itself, stops the iterator it keeps for ``persistent_workers``.
+    """
     if it is None:
         return
+    if hasattr(it, "_iterator") and hasattr(it, "dataset"):  # a DataLoader
+        it, it_owner = it._iterator, it
+        it_owner._iterator = None
+        if it is None:
+            return
     stop = getattr(it, "_shutdown_workers", None)  # torch's multiprocessing iterator
     if stop is not None:
         stop()
@@ -61,15 +70,29 @@ def shutdown(it: Any) -> None:
         close()
 
 
+#: multiprocessing's own long-lived helpers: started once per process, not leaks.
+_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
 def worker_processes() -> list:
-    """Child processes of this one that are still alive (leftover DataLoader workers)."""
+    """Child processes of this one still alive: leftover DataLoader workers.
+
+    multiprocessing's resource tracker and fork server (started once by the first spawn /
+    forkserver worker, and kept for the life of the process) are not counted.
+    """
     import psutil
 
+    me = os.getpid()
     out = []
     for p in psutil.Process().children(recursive=True):
         try:
-            if p.status() != psutil.STATUS_ZOMBIE:
-                out.append(p)
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            # Only our direct children can be the helpers: a worker the fork server forked
+            # shares its command line but is the fork server's child, and is counted.
+            if p.ppid() == me and any(h in " ".join(p.cmdline()) for h in _HELPERS):
+                continue
+            out.append(p)
         except psutil.NoSuchProcess:
             pass
     return out

@@ -259,6 +259,8 @@ def _timed_loop(rest, recv, clock, step, ends, last, sizer):
                 rec(clock())
     if k & mask:  # a partial last group: stamp when the loader ran dry
         rec(clock())
+    if k == 0:
+        stride = 1  # nothing came after the probe: nothing was grouped
     return sizes, last, n + k, stride
 
 
@@ -307,9 +309,13 @@ def _one_pass(
     r = np.asarray(recv)
     e = r if step is None else np.asarray(ends)
     wait = r[1:] - e[:-1]
-    if stride > 1:  # grouped stamps: per-batch latency is the group's mean
+    if stride > 1:  # grouped stamps: each batch of a group gets the group's mean latency
         head = min(_PROBE_BATCHES - 1, len(wait))
-        wait = np.concatenate([wait[:head], wait[head:] / stride])
+        grouped = n_rest - head  # batches stamped in groups (the last group may be partial)
+        sizes_g = np.full(len(wait) - head, stride)
+        if grouped % stride:
+            sizes_g[-1] = grouped % stride
+        wait = np.concatenate([wait[:head], np.repeat(wait[head:] / sizes_g, sizes_g)])
     return Pass(
         batches=1 + n_rest, samples=samples, nbytes=int(round(nbytes_per_sample * samples)),
         first_batch_s=float(r[0] - t_start), epoch_s=float(e[-1] - t_start),

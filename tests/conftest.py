@@ -1,0 +1,187 @@
+"""Shared test set-up: a private data and records folder, cached ci fixtures, a leak check.
+
+* Every test runs with LABKIT_DATA and LABKIT_RECORDS pointing at this session's temporary
+  folders, so nothing is ever written into the checkout. A test that corrupts or regenerates
+  data takes its own folder (the ``own_data`` fixture) and leaves the shared cache intact.
+* ``ci_fixture(name)`` generates a ``ci`` fixture at most once per session.
+* After every test, no DataLoader worker may outlive it: leftovers get a few seconds to
+  exit, then the test fails naming them (and they are stopped, so the next test starts clean).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from labkit.loaders import worker_processes
+
+# LABKIT_SCALE is left alone on purpose: `make test` sets it to ci for the whole run.
+_ENV = ("LABKIT_DATA", "LABKIT_RECORDS", "LABKIT_SPECS")
+_TESTS = Path(__file__).resolve().parent
+LEAK_GRACE_S = 5.0
+# Helpers multiprocessing starts once per session for spawn/forkserver and keeps on purpose;
+# they are not DataLoader workers (the workers a forkserver forks are still checked).
+_MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+_state: dict = {"dirs": None, "saved": None}
+
+
+def _enter() -> None:
+    """Point the kit at the session folders in ``os.environ`` (no-op if already there)."""
+    if _state["dirs"] is None or _state["saved"] is not None:
+        return
+    _state["saved"] = {k: os.environ.get(k) for k in _ENV}
+    os.environ["LABKIT_DATA"] = str(_state["dirs"]["data"])
+    os.environ["LABKIT_RECORDS"] = str(_state["dirs"]["records"])
+    os.environ.pop("LABKIT_SPECS", None)  # the checkout's data_fixtures/fixtures.toml
+
+
+def _leave() -> None:
+    """Restore the environment the session started with."""
+    saved, _state["saved"] = _state["saved"], None
+    for k, v in (saved or {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="session", autouse=True)
+def labkit_session_env(tmp_path_factory):
+    """Session-private data and records folders, set in ``os.environ``.
+
+    Set for the process, not per test, so that module- and session-scoped fixtures (set up
+    before any function-scoped one, e.g. a CLI run in a subprocess) see them too. Restored
+    when the run leaves tests/ (notebooks collected after it keep the caller's settings).
+    """
+    _state["dirs"] = {"data": tmp_path_factory.mktemp("labkit-data"),
+                      "records": tmp_path_factory.mktemp("labkit-records")}
+    _enter()
+    yield _state["dirs"]
+    _leave()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _enter()  # back in tests/ after items from elsewhere
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    # trylast: after this item's fixtures (monkeypatch included) have been torn down
+    if nextitem is None or _TESTS not in Path(nextitem.path).resolve().parents:
+        _leave()
+
+
+@pytest.fixture(autouse=True)
+def labkit_env(labkit_session_env, monkeypatch):
+    """Re-assert the session folders for each test (undoes any test's leftover changes)."""
+    monkeypatch.setenv("LABKIT_DATA", str(labkit_session_env["data"]))
+    monkeypatch.setenv("LABKIT_RECORDS", str(labkit_session_env["records"]))
+    monkeypatch.delenv("LABKIT_SPECS", raising=False)
+    return labkit_session_env
+
+
+@pytest.fixture(scope="session")
+def ci_fixture(labkit_session_env):
+    """``ci_fixture(name)``: the named ``ci`` fixture, generated at most once per session.
+
+    Read-only by convention: tests that corrupt data use ``own_data`` instead.
+    """
+    from labkit.fixtures import fixture
+
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            # always the session cache, even when the calling test moved LABKIT_DATA
+            saved = {k: os.environ.get(k) for k in ("LABKIT_DATA", "LABKIT_SPECS")}
+            os.environ["LABKIT_DATA"] = str(labkit_session_env["data"])
+            os.environ.pop("LABKIT_SPECS", None)
+            try:
+                cache[name] = fixture(name, "ci", progress=False)
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture
+def own_data(tmp_path, monkeypatch):
+    """A fresh, test-private LABKIT_DATA folder (for tests that corrupt or regenerate)."""
+    folder = tmp_path / "labkit-data"
+    monkeypatch.setenv("LABKIT_DATA", str(folder))
+    return folder
+
+
+def _leftover_workers() -> list:
+    out = []
+    for p in worker_processes():
+        try:
+            cmd = " ".join(p.cmdline())
+        except psutil.Error:
+            continue
+        if not any(h in cmd for h in _MP_HELPERS):
+            out.append(p)
+    return out
+
+
+@pytest.fixture
+def live_workers():
+    """``live_workers()``: child processes still running, multiprocessing's helpers excepted.
+
+    Use this rather than ``worker_processes()`` in assertions: once any test has used spawn
+    or forkserver, ``worker_processes()`` also lists the resource tracker and fork server.
+    """
+    return _leftover_workers
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_workers():
+    """Fail a test that leaves a DataLoader worker (or any child process) it started running.
+
+    Children already alive before the test (owned by a module or session fixture) are not
+    its leak.
+    """
+    before = {p.pid for p in _leftover_workers()}
+
+    def new_ones():
+        return [p for p in _leftover_workers() if p.pid not in before]
+
+    yield
+    deadline = time.monotonic() + LEAK_GRACE_S
+    left = new_ones()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = new_ones()
+    if not left:
+        return
+    names = []
+    for p in left:
+        try:
+            names.append(f"pid {p.pid} ({p.name()}): {' '.join(p.cmdline())[:120]}")
+        except psutil.Error:
+            names.append(f"pid {p.pid}")
+    try:  # stop them so one leak does not fail every later test
+        for p in left:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(left, timeout=2)
+    except RuntimeError:
+        pass  # torch's SIGCHLD handler reporting the worker just killed: expected here
+    pytest.fail(
+        f"{len(left)} child process(es) outlived the test by {LEAK_GRACE_S:.0f} s "
+        f"(a DataLoader iterator not shut down?):\n  " + "\n  ".join(names),
+        pytrace=False,
+    )

@@ -1,0 +1,167 @@
+"""labkit.loaders and labkit.bench: DataLoaders that cannot hang a workshop (chapter 01)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+
+import pytest
+import torch
+from torch.utils.data import Dataset, TensorDataset
+
+from labkit import bench
+from labkit.loaders import DEFAULT_TIMEOUT_S, make_loader, shutdown, worker_processes
+
+
+def _ids() -> TensorDataset:
+    return TensorDataset(torch.arange(20))
+
+
+def test_no_workers_accepts_worker_knobs_silently():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loader = make_loader(_ids(), batch_size=4, num_workers=0, prefetch_factor=4,
+                             persistent_workers=True, timeout=5)
+        batches = list(loader)
+    assert loader.num_workers == 0 and not loader.persistent_workers
+    assert loader.timeout == 0  # nothing to time out without workers
+    assert len(batches) == 5 and torch.cat([b[0] for b in batches]).tolist() == list(range(20))
+
+
+def test_workers_get_a_timeout_and_the_knobs(live_workers):
+    loader = make_loader(_ids(), batch_size=4, num_workers=2, prefetch_factor=3)
+    assert loader.timeout == DEFAULT_TIMEOUT_S > 0
+    assert loader.prefetch_factor == 3 and loader.persistent_workers is False
+    custom = make_loader(_ids(), num_workers=1, timeout=7.5, persistent_workers=True,
+                         drop_last=True, batch_size=8)
+    assert custom.timeout == 7.5 and custom.persistent_workers and custom.drop_last
+    it = iter(loader)
+    try:
+        got = sorted(i for batch in it for i in batch[0].tolist())
+    finally:
+        shutdown(it)
+    assert got == list(range(20)) and live_workers() == []
+
+
+def test_batch_size_and_shuffle_pass_through():
+    loader = make_loader(_ids(), batch_size=None, shuffle=True)
+    items = [int(x[0]) for x in loader]
+    assert sorted(items) == list(range(20)) and items != list(range(20))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="pinning works with CUDA")
+def test_pin_memory_without_cuda_warns_once_and_is_disabled():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = make_loader(_ids(), batch_size=5, pin_memory=True)
+        list(loader)  # torch would warn again here if pinning were still on
+    messages = [str(w.message) for w in caught]
+    assert loader.pin_memory is False
+    assert len(messages) == 1 and "pin_memory=True ignored" in messages[0], messages
+    assert caught[0].filename == __file__  # points at the caller's line
+
+
+class _Stuck(Dataset):
+    """Item 0 takes far longer than the loader's timeout: a stuck worker."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        if i == 0:
+            time.sleep(1.5)
+        return i
+
+
+def test_stuck_worker_times_out_instead_of_hanging(live_workers):
+    loader = make_loader(_Stuck(), batch_size=1, num_workers=1, timeout=0.2)
+    it = iter(loader)
+    try:
+        # without the timeout this next() would simply return item 0 after 1.5 s
+        with pytest.raises(RuntimeError, match="timed out after 0.2 seconds"):
+            next(it)
+    finally:
+        shutdown(it)
+    assert live_workers() == []
+
+
+def test_shutdown_is_safe_on_anything():
+    shutdown(None)
+    shutdown(iter([1, 2]))
+    closed = []
+
+    def gen():
+        try:
+            yield 1
+            yield 2
+        finally:
+            closed.append(True)
+
+    g = gen()
+    next(g)
+    shutdown(g)
+    assert closed == [True]
+    shutdown(g)  # twice is fine
+
+
+def test_shutdown_stops_workers_mid_epoch(live_workers):
+    loader = make_loader(TensorDataset(torch.arange(1000)), batch_size=4, num_workers=2,
+                         timeout=30)
+    it = iter(loader)
+    next(it)
+    assert len(live_workers()) == 2
+    shutdown(it)
+    assert live_workers() == []
+
+
+def test_worker_processes_ignores_multiprocessing_helpers():
+    loader = make_loader(_ids(), batch_size=10, num_workers=1, timeout=60,
+                         multiprocessing_context="forkserver")
+    it = iter(loader)
+    try:
+        assert len(list(it)) == 2
+    finally:
+        shutdown(it)
+    assert worker_processes() == []
+
+
+# -- bench ----------------------------------------------------------------------------------
+
+
+def test_meter_overhead_benchmark_reports_its_figures():
+    result = bench.run_benchmark("meter-overhead", batches=2000, trials=1)
+    figures = {"bare_batches_per_s", "overhead_pct", "overhead_ns_per_batch",
+               "exact_sizing_overhead_pct", "exact_sizing_ns_per_batch"}
+    assert {"benchmark", "goal", "batches", "trials", "goal_met"} | figures <= set(result)
+    assert result["benchmark"] == "meter-overhead" and "2%" in result["goal"]
+    assert (result["batches"], result["trials"]) == (2000, 1)
+    assert isinstance(result["goal_met"], bool)
+    for k in figures:  # values only: percentages are figures to print, not to assert on
+        assert isinstance(result[k], float) and math.isfinite(result[k]), k
+    for k, v in result.items():  # anything added later stays JSON-ready
+        assert isinstance(v, str | int | float | bool), k
+    assert result["bare_batches_per_s"] > 0
+    json.dumps(result)
+    text = bench.format_result(result)
+    assert text.startswith("benchmark meter-overhead") and "overhead_pct" in text
+
+
+def test_unknown_benchmark_lists_the_available_ones():
+    with pytest.raises(KeyError, match="no benchmark named 'nope'.*meter-overhead"):
+        bench.run_benchmark("nope")
+    assert "meter-overhead" in bench.BENCHMARKS
+
+
+def test_a_worker_forked_by_the_fork_server_is_still_counted():
+    """Excluding the fork server itself must not hide the workers it forks."""
+    loader = make_loader(_ids(), batch_size=10, num_workers=1, timeout=60,
+                         multiprocessing_context="forkserver", persistent_workers=True)
+    it = iter(loader)
+    next(it)
+    try:
+        assert len(worker_processes()) == 1
+    finally:
+        shutdown(loader)
+    assert worker_processes() == []
