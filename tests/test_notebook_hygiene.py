@@ -25,14 +25,14 @@ def strip(nb) -> bool:
     """Remove outputs/execution counts from unchecked cells; True if anything changed."""
     changed = nb.metadata.pop("widgets", None) is not None  # saved widget state: noise
     for cell in nb.cells:
+        for key in ("execution", "collapsed", "scrolled"):  # run timestamps: diff noise
+            if cell.metadata.pop(key, None) is not None:
+                changed = True
         if cell.cell_type != "code" or checked(cell):
             continue
         if cell.outputs or cell.execution_count is not None:
             cell.outputs, cell.execution_count = [], None
             changed = True
-        for key in ("execution", "collapsed", "scrolled"):
-            if cell.metadata.pop(key, None) is not None:
-                changed = True
     return changed
 
 
@@ -50,9 +50,11 @@ def test_outputs_only_on_checked_cells(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_no_saved_widget_state(path):
+def test_no_saved_widget_state_or_run_timestamps(path):
     nb = nbformat.read(path, as_version=4)
     assert "widgets" not in nb.metadata, f"{path.name}: run the --fix to drop widget state"
+    stamped = [i for i, c in enumerate(nb.cells) if "execution" in c.metadata]
+    assert not stamped, f"{path.name}: cells {stamped} carry run timestamps; run the --fix"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
