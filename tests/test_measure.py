@@ -232,12 +232,14 @@ def test_grouped_timing_counts_exactly(batch_size):
 
 @pytest.mark.parametrize("batch_size", ["auto", None, 2])
 def test_forced_grouping_counts_exactly(monkeypatch, batch_size):
-    monkeypatch.setattr(meter, "GROUP_PERIOD_S", 1e3)  # every loader counts as fast
+    monkeypatch.setattr(meter, "FAST_BATCH_S", 1e3)  # every loader counts as fast
+    monkeypatch.setattr(meter, "GROUP_PERIOD_S", 1e9)  # groups as large as allowed
+    S = meter.MAX_STRIDE
     batches = [torch.zeros(2)] * 4999 + [torch.zeros(1)]
     p = measure(batches, repeats=1, warmup=0, batch_size=batch_size).passes[0]
-    assert p.stride == 64 and (p.batches, p.samples) == (5000, 9999)
+    assert p.stride == S and (p.batches, p.samples) == (5000, 9999)
     odd = measure(lambda: _odd_sizes(1000), repeats=1, warmup=0, batch_size=None).passes[0]
-    assert odd.stride == 64 and odd.samples == sum(3 + 2 * b for b in range(1000))
+    assert odd.stride == S and odd.samples == sum(3 + 2 * b for b in range(1000))
 
 
 class _FakeClock:
@@ -276,14 +278,16 @@ def test_latency_is_exact_with_a_fake_clock(monkeypatch, batches):
         assert m.wait_fraction == pytest.approx(1 / 1.5)
 
 
-@pytest.mark.parametrize("batches", [5000, 64 + 64 * 5])  # a partial last group; none
+@pytest.mark.parametrize("batches", [5000, 64 + 2 * meter.MAX_STRIDE])  # partial last group; none
 def test_grouped_latency_mean_per_batch_full_groups(monkeypatch, batches):
     clock = _FakeClock()
     monkeypatch.setattr(meter.time, "perf_counter", clock)
-    monkeypatch.setattr(meter, "GROUP_PERIOD_S", 1e3)
+    monkeypatch.setattr(meter, "FAST_BATCH_S", 1e3)
+    monkeypatch.setattr(meter, "GROUP_PERIOD_S", 1e9)
+    S = meter.MAX_STRIDE
     p = measure(lambda: _clocked(clock, batches, lambda i: 1.0), repeats=1, warmup=0).passes[0]
-    assert p.stride == 64 and p.batches == batches
-    full_groups = (batches - 64) // 64
+    assert p.stride == S and p.batches == batches
+    full_groups = (batches - 64) // S
     # the 63 probe batches and every full group: exactly 1.0 s a batch
     np.testing.assert_array_equal(p.wait[: 63 + full_groups], np.ones(63 + full_groups))
     assert p.samples_per_s == 2.0
@@ -292,21 +296,27 @@ def test_grouped_latency_mean_per_batch_full_groups(monkeypatch, batches):
 def test_grouped_latency_partial_last_group(monkeypatch):
     clock = _FakeClock()
     monkeypatch.setattr(meter.time, "perf_counter", clock)
-    monkeypatch.setattr(meter, "GROUP_PERIOD_S", 1e3)
-    # 5000 batches: 64 stamped singly, then 77 groups of 64 and a last group of 8
+    monkeypatch.setattr(meter, "FAST_BATCH_S", 1e3)
+    monkeypatch.setattr(meter, "GROUP_PERIOD_S", 1e9)
+    S = meter.MAX_STRIDE
+    # 5000 batches: 64 stamped singly, then full groups and a partial last group
     p = measure(lambda: _clocked(clock, 5000, lambda i: 1.0), repeats=1, warmup=0).passes[0]
-    assert p.wait.max() == 1.0 and p.wait.min() == 1.0  # last group reads 8/64 = 0.125
+    assert (5000 - 64) % S  # the case under test: a partial last group
+    assert p.wait.max() == 1.0 and p.wait.min() == 1.0
 
 
 def test_grouped_latency_percentiles_weight_batches(monkeypatch):
     clock = _FakeClock()
     monkeypatch.setattr(meter.time, "perf_counter", clock)
-    monkeypatch.setattr(meter, "GROUP_PERIOD_S", 1e3)
+    monkeypatch.setattr(meter, "FAST_BATCH_S", 1e3)
+    monkeypatch.setattr(meter, "GROUP_PERIOD_S", 1e9)
+    S = meter.MAX_STRIDE
     # 2000 batches: the first 64 arrive 1 ms apart, the other 1936 (97 %) 2 ms apart
+    # (before the fix, 63 probe entries outweighed the few group entries)
     m = measure(lambda: _clocked(clock, 2000, lambda i: 1e-3 if i < 64 else 2e-3),
                 repeats=1, warmup=0)
-    assert m.passes[0].stride == 64
-    assert m.latency_ms(50) == pytest.approx(2.0)  # reads 1.0: 63 probe entries vs 31 groups
+    assert m.passes[0].stride == S
+    assert m.latency_ms(50) == pytest.approx(2.0)
 
 
 # -- uniform_batch_size ---------------------------------------------------------------------
