@@ -7,9 +7,9 @@ benchmark, corrupted fixture, unwritable folder) print one clear line and exit 2
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
-import shutil
 import sys
 
 from .errors import LabkitError
@@ -79,14 +79,16 @@ def _cmd_lab(args) -> int:
     from .paths import notebooks_dir
 
     scale = _scale(args)
+    if importlib.util.find_spec("jupyterlab") is None:
+        raise LabkitError("JupyterLab is not installed here; install the kit: pip install -e .")
     ensure_fixtures(scale=scale)
-    jupyter = shutil.which("jupyter")
-    if jupyter is None:
-        raise LabkitError("jupyter not found on PATH; install the kit with pip install -e .")
-    argv = [jupyter, "lab", str(notebooks_dir()), *args.lab_args]
+    # This interpreter's own JupyterLab: `jupyter` need not be on PATH (make calls
+    # .venv/bin/labkit without activating the virtual environment).
+    extra = args.lab_args[1:] if args.lab_args[:1] == ["--"] else args.lab_args
+    argv = [sys.executable, "-m", "jupyterlab", str(notebooks_dir()), *extra]
     print("starting:", " ".join(argv))
-    os.environ["LABKIT_SCALE"] = scale
-    os.execv(jupyter, argv)  # replaces this process: Ctrl-C stops JupyterLab as usual
+    os.environ["LABKIT_SCALE"] = scale  # the kernels inherit it: chapters run at this scale
+    os.execv(sys.executable, argv)  # replaces this process: Ctrl-C stops JupyterLab as usual
     return 0  # pragma: no cover
 
 

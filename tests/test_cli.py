@@ -121,3 +121,19 @@ def test_run_of_an_unknown_notebook_lists_the_chapters():
     r = labkit("run", "02_nothing")
     assert r.returncode == 2
     assert "00_start_here" in r.stderr and "01_measuring_a_loader" in r.stderr
+
+
+def test_lab_starts_this_interpreters_jupyterlab_with_fixtures_ready(monkeypatch, capsys):
+    """`make lab` runs .venv/bin/labkit without activating the venv: no PATH lookups."""
+    from labkit import cli
+
+    calls = []
+    monkeypatch.setattr(cli.os, "execv", lambda exe, argv: calls.append((exe, argv)))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("LABKIT_SCALE", "workshop")  # restored after the test
+    assert cli.main(["lab", "--scale", "ci", "--", "--no-browser"]) == 0
+    exe, argv = calls[0]
+    assert exe == sys.executable and argv[1:3] == ["-m", "jupyterlab"]
+    assert argv[3].endswith("notebooks") and argv[4:] == ["--no-browser"]
+    assert os.environ["LABKIT_SCALE"] == "ci"
+    assert "array" in capsys.readouterr().out  # the fixture table: data ready before Lab
