@@ -86,6 +86,9 @@ def _cmd_lab(args) -> int:
     # .venv/bin/labkit without activating the virtual environment).
     extra = args.lab_args[1:] if args.lab_args[:1] == ["--"] else args.lab_args
     argv = [sys.executable, "-m", "jupyterlab", str(notebooks_dir()), *extra]
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in argv:
+        argv.append("--allow-root")  # workshop containers often run as root; Lab refuses
+        print("running as root (a container?): passing --allow-root to JupyterLab")
     print("starting:", " ".join(argv))
     os.environ["LABKIT_SCALE"] = scale  # the kernels inherit it: chapters run at this scale
     os.execv(sys.executable, argv)  # replaces this process: Ctrl-C stops JupyterLab as usual

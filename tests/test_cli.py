@@ -134,6 +134,7 @@ def test_lab_starts_this_interpreters_jupyterlab_with_fixtures_ready(monkeypatch
     assert cli.main(["lab", "--scale", "ci", "--", "--no-browser"]) == 0
     exe, argv = calls[0]
     assert exe == sys.executable and argv[1:3] == ["-m", "jupyterlab"]
-    assert argv[3].endswith("notebooks") and argv[4:] == ["--no-browser"]
+    assert argv[3].endswith("notebooks") and argv[4] == "--no-browser"
+    assert ("--allow-root" in argv) == (os.geteuid() == 0)
     assert os.environ["LABKIT_SCALE"] == "ci"
     assert "array" in capsys.readouterr().out  # the fixture table: data ready before Lab
