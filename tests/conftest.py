@@ -185,3 +185,30 @@ def no_leftover_workers():
         f"(a DataLoader iterator not shut down?):\n  " + "\n  ".join(names),
         pytrace=False,
     )
+
+
+# -- shared memory ------------------------------------------------------------------------
+
+_SHM = Path("/dev/shm")
+
+
+def _shm_entries() -> set[str]:
+    try:
+        return {p.name for p in _SHM.iterdir()}
+    except OSError:  # no /dev/shm (macOS): nothing to check
+        return set()
+
+
+def pytest_sessionstart(session):
+    session.config._labkit_shm = _shm_entries()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """After the whole suite, notebooks included: no shared-memory segment left behind."""
+    before = getattr(session.config, "_labkit_shm", set())
+    deadline = time.monotonic() + 5
+    while (leaked := _shm_entries() - before) and time.monotonic() < deadline:
+        time.sleep(0.2)  # a worker's segment is unlinked shortly after it exits
+    if leaked and exitstatus == 0:
+        print(f"\nFAILED: shared memory left in /dev/shm after the suite: {sorted(leaked)}")
+        session.exitstatus = 1
