@@ -23,9 +23,6 @@ from labkit.loaders import worker_processes
 _ENV = ("LABKIT_DATA", "LABKIT_RECORDS", "LABKIT_SPECS")
 _TESTS = Path(__file__).resolve().parent
 LEAK_GRACE_S = 5.0
-# Helpers multiprocessing starts once per session for spawn/forkserver and keeps on purpose;
-# they are not DataLoader workers (the workers a forkserver forks are still checked).
-_MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 
 _state: dict = {"dirs": None, "saved": None}
 
@@ -99,17 +96,10 @@ def ci_fixture(labkit_session_env):
     def get(name: str):
         if name not in cache:
             # always the session cache, even when the calling test moved LABKIT_DATA
-            saved = {k: os.environ.get(k) for k in ("LABKIT_DATA", "LABKIT_SPECS")}
-            os.environ["LABKIT_DATA"] = str(labkit_session_env["data"])
-            os.environ.pop("LABKIT_SPECS", None)
-            try:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("LABKIT_DATA", str(labkit_session_env["data"]))
+                mp.delenv("LABKIT_SPECS", raising=False)
                 cache[name] = fixture(name, "ci", progress=False)
-            finally:
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
         return cache[name]
 
     return get
@@ -123,25 +113,14 @@ def own_data(tmp_path, monkeypatch):
     return folder
 
 
-def _leftover_workers() -> list:
-    out = []
-    for p in worker_processes():
-        try:
-            cmd = " ".join(p.cmdline())
-        except psutil.Error:
-            continue
-        if not any(h in cmd for h in _MP_HELPERS):
-            out.append(p)
-    return out
+# worker_processes() leaves out multiprocessing's resource tracker and fork server, but
+# still counts the workers the fork server forks.
+_leftover_workers = worker_processes
 
 
 @pytest.fixture
 def live_workers():
-    """``live_workers()``: child processes still running, multiprocessing's helpers excepted.
-
-    Use this rather than ``worker_processes()`` in assertions: once any test has used spawn
-    or forkserver, ``worker_processes()`` also lists the resource tracker and fork server.
-    """
+    """``live_workers()``: child processes still running (see ``worker_processes``)."""
     return _leftover_workers
 
 

@@ -278,13 +278,19 @@ def test_latency_is_exact_with_a_fake_clock(monkeypatch, batches):
         assert m.wait_fraction == pytest.approx(1 / 1.5)
 
 
-@pytest.mark.parametrize("batches", [5000, 64 + 2 * meter.MAX_STRIDE])  # partial last group; none
-def test_grouped_latency_mean_per_batch_full_groups(monkeypatch, batches):
+@pytest.fixture
+def grouped_clock(monkeypatch):
+    """A fake clock the meter reads, and grouping forced to its largest stride."""
     clock = _FakeClock()
     monkeypatch.setattr(meter.time, "perf_counter", clock)
-    monkeypatch.setattr(meter, "FAST_BATCH_S", 1e3)
-    monkeypatch.setattr(meter, "GROUP_PERIOD_S", 1e9)
-    S = meter.MAX_STRIDE
+    monkeypatch.setattr(meter, "FAST_BATCH_S", 1e3)  # every loader counts as fast
+    monkeypatch.setattr(meter, "GROUP_PERIOD_S", 1e9)  # groups as large as allowed
+    return clock, meter.MAX_STRIDE
+
+
+@pytest.mark.parametrize("batches", [5000, 64 + 2 * meter.MAX_STRIDE])  # partial last group; none
+def test_grouped_latency_mean_per_batch_full_groups(grouped_clock, batches):
+    clock, S = grouped_clock
     p = measure(lambda: _clocked(clock, batches, lambda i: 1.0), repeats=1, warmup=0).passes[0]
     assert p.stride == S and p.batches == batches
     full_groups = (batches - 64) // S
@@ -293,24 +299,16 @@ def test_grouped_latency_mean_per_batch_full_groups(monkeypatch, batches):
     assert p.samples_per_s == 2.0
 
 
-def test_grouped_latency_partial_last_group(monkeypatch):
-    clock = _FakeClock()
-    monkeypatch.setattr(meter.time, "perf_counter", clock)
-    monkeypatch.setattr(meter, "FAST_BATCH_S", 1e3)
-    monkeypatch.setattr(meter, "GROUP_PERIOD_S", 1e9)
-    S = meter.MAX_STRIDE
+def test_grouped_latency_partial_last_group(grouped_clock):
+    clock, S = grouped_clock
     # 5000 batches: 64 stamped singly, then full groups and a partial last group
     p = measure(lambda: _clocked(clock, 5000, lambda i: 1.0), repeats=1, warmup=0).passes[0]
     assert (5000 - 64) % S  # the case under test: a partial last group
     assert p.wait.max() == 1.0 and p.wait.min() == 1.0
 
 
-def test_grouped_latency_percentiles_weight_batches(monkeypatch):
-    clock = _FakeClock()
-    monkeypatch.setattr(meter.time, "perf_counter", clock)
-    monkeypatch.setattr(meter, "FAST_BATCH_S", 1e3)
-    monkeypatch.setattr(meter, "GROUP_PERIOD_S", 1e9)
-    S = meter.MAX_STRIDE
+def test_grouped_latency_percentiles_weight_batches(grouped_clock):
+    clock, S = grouped_clock
     # 2000 batches: the first 64 arrive 1 ms apart, the other 1936 (97 %) 2 ms apart
     # (before the fix, 63 probe entries outweighed the few group entries)
     m = measure(lambda: _clocked(clock, 2000, lambda i: 1e-3 if i < 64 else 2e-3),
