@@ -65,7 +65,10 @@ def _cmd_bench(args) -> int:
     if args.list or not args.name:
         for name, fn in sorted(BENCHMARKS.items()):
             print(f"{name:<18}{fn.goal}")
-        return 0 if args.list else 2
+        if not args.list:
+            raise LabkitError("name a benchmark to run (the ones above), e.g. labkit bench "
+                              f"{min(BENCHMARKS)}")
+        return 0
     try:
         result = run_benchmark(args.name)
     except KeyError as e:

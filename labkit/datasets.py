@@ -45,7 +45,7 @@ def open_array(path: str | os.PathLike, dtype=None, shape=None) -> np.ndarray:
                 version = np.lib.format.read_magic(f)
                 read = {(1, 0): np.lib.format.read_array_header_1_0,
                         (2, 0): np.lib.format.read_array_header_2_0}[version]
-                shape_h, _, dtype_h = read(f)
+                shape_h, fortran, dtype_h = read(f)
                 offset = f.tell()
         except (ValueError, KeyError) as e:
             raise DataFormatError(f"{path}: not a valid .npy file ({e})") from None
@@ -54,7 +54,9 @@ def open_array(path: str | os.PathLike, dtype=None, shape=None) -> np.ndarray:
             raise DataFormatError(
                 f"{path}: {actual} bytes, but its header says {dtype_h} {shape_h} "
                 f"({expected} bytes); the file is truncated or was overwritten")
-        return np.load(path, mmap_mode="r")
+        # the header is parsed already: map the data directly (what np.load would do)
+        return np.memmap(path, dtype=dtype_h, mode="r", shape=shape_h, offset=offset,
+                         order="F" if fortran else "C")
     if dtype is None or shape is None:
         raise DataFormatError(f"{path}: a raw file needs dtype= and shape=")
     dtype, shape = np.dtype(dtype), tuple(int(s) for s in shape)

@@ -138,3 +138,9 @@ def test_lab_starts_this_interpreters_jupyterlab_with_fixtures_ready(monkeypatch
     assert ("--allow-root" in argv) == (os.geteuid() == 0)
     assert os.environ["LABKIT_SCALE"] == "ci"
     assert "array" in capsys.readouterr().out  # the fixture table: data ready before Lab
+
+
+def test_bench_without_a_name_lists_them_and_says_what_to_do():
+    r = labkit("bench")
+    assert r.returncode == 2
+    assert "meter-overhead" in r.stdout and "name a benchmark" in r.stderr
