@@ -1,7 +1,7 @@
 """labkit: the helper package of the just-in-time data loading kit (``import labkit as lk``).
 
 Each name below is introduced in a chapter; the modules are one concept each:
-fixtures, meter, datasets, loaders, dashboard, plots, checkpoint, report, machine,
+fixtures, faults, audits, meter, datasets, loaders, dashboard, plots, checkpoint, report, machine,
 bench, runner. The public API is exactly ``__all__`` (sorted, checked by a test).
 """
 
@@ -10,11 +10,13 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
+from .audits import Audit, audit, worker_tag
 from .bench import run_benchmark
 from .checkpoint import Checkpoint, read_checkpoint
 from .dashboard import Dashboard, DashboardModel
 from .datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
+from .faults import damaged_copy
 from .fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, verify
 from .loaders import make_loader, shutdown, worker_processes
 from .machine import environment, format_environment, versions
@@ -30,6 +32,7 @@ except PackageNotFoundError:  # a plain checkout on sys.path
     __version__ = "0+unknown"
 
 __all__ = [
+    "Audit",
     "Checkpoint",
     "Dashboard",
     "DashboardModel",
@@ -44,8 +47,10 @@ __all__ = [
     "RecordError",
     "SCALES",
     "ScaleError",
+    "audit",
     "compare",
     "comparison_rows",
+    "damaged_copy",
     "ensure_fixtures",
     "environment",
     "fixture",
@@ -67,5 +72,6 @@ __all__ = [
     "verify",
     "versions",
     "worker_processes",
+    "worker_tag",
     "write_report",
 ]

@@ -1,0 +1,161 @@
+"""Exactly-once audit: which samples each rank and worker delivered, duplicates and missing.
+
+A loader that silently repeats or drops samples still trains, so the mistake hides. The
+audit makes it visible: give it the ids each source (a rank, a worker, ``rank1/worker0``)
+delivered and the ids that should have been delivered, and it counts. Introduced in
+chapter 03; chapters 04, 06-08 and the contract tests reuse it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def _ids(x) -> list[int]:
+    """Sample ids from an int, a sequence, a numpy array or a tensor."""
+    if hasattr(x, "detach"):  # torch tensor, without importing torch
+        x = x.detach().cpu().numpy()
+    if isinstance(x, np.ndarray):
+        return [int(v) for v in x.reshape(-1)]
+    if isinstance(x, (int, np.integer)):
+        return [int(x)]
+    return [int(v) for v in x]
+
+
+def worker_tag() -> str:
+    """Where the calling code runs: ``rank{r}/worker{w}`` (``main`` for the loader's process).
+
+    Call it inside a dataset's ``__getitem__``/``__iter__`` to label what each worker
+    delivered. The rank comes from an initialised ``torch.distributed``, else ``RANK``.
+    """
+    from torch.utils.data import get_worker_info
+
+    info = get_worker_info()
+    rank = None
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            rank = dist.get_rank()
+    except ImportError:  # pragma: no cover - torch without distributed
+        pass
+    if rank is None and "RANK" in os.environ:
+        rank = int(os.environ["RANK"])
+    worker = "main" if info is None else f"worker{info.id}"
+    return worker if rank is None else f"rank{rank}/{worker}"
+
+
+@dataclass(frozen=True)
+class Audit:
+    """The result of :func:`audit`. ``ok`` is True when every id came exactly once."""
+
+    expected: int
+    delivered: int
+    unique: int
+    missing_ids: tuple[int, ...]
+    duplicate_ids: tuple[int, ...]   # ids delivered more than once, sorted
+    unexpected_ids: tuple[int, ...]  # ids that should not have come at all
+    per_source: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def duplicates(self) -> int:
+        """Extra deliveries: samples delivered beyond the first time of their id."""
+        return self.delivered - self.unique
+
+    @property
+    def missing(self) -> int:
+        return len(self.missing_ids)
+
+    @property
+    def ok(self) -> bool:
+        return self.duplicates == 0 and self.missing == 0 and not self.unexpected_ids
+
+    def table(self, max_ids: int = 8) -> str:
+        """A fixed-width table, one row per source, then the totals; deterministic."""
+        width = max([len("source"), len("total")] + [len(s) for s in self.per_source])
+        head = f"{'source':<{width}}  {'samples':>8}  {'unique':>8}  {'shared':>8}"
+        lines = [head, "-" * len(head)]
+        for src, row in self.per_source.items():
+            lines.append(f"{src:<{width}}  {row['samples']:>8}  {row['unique']:>8}  "
+                         f"{row['shared']:>8}")
+        lines.append(f"{'total':<{width}}  {self.delivered:>8}  {self.unique:>8}  "
+                     f"{sum(r['shared'] for r in self.per_source.values()):>8}")
+        lines.append(f"expected {self.expected}, duplicates {self.duplicates}, "
+                     f"missing {self.missing}" + (f", unexpected {len(self.unexpected_ids)}"
+                                                  if self.unexpected_ids else "")
+                     + ("  -> exactly once" if self.ok else ""))
+
+        def some(ids):
+            shown = ", ".join(map(str, ids[:max_ids]))
+            return shown + (f", ... ({len(ids)} in all)" if len(ids) > max_ids else "")
+
+        if self.duplicate_ids:
+            lines.append(f"duplicated ids: {some(self.duplicate_ids)}")
+        if self.missing_ids:
+            lines.append(f"missing ids: {some(self.missing_ids)}")
+        if self.unexpected_ids:
+            lines.append(f"unexpected ids: {some(self.unexpected_ids)}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def as_observations(self, prefix: str = "audit") -> dict[str, int]:
+        """Counts for a checkpoint record (``lk.Checkpoint.observe(**audit.as_observations())``)."""
+        return {f"{prefix}_expected": self.expected, f"{prefix}_delivered": self.delivered,
+                f"{prefix}_duplicates": self.duplicates, f"{prefix}_missing": self.missing}
+
+    def check(self) -> Audit:
+        """Raise ``AssertionError`` with the table unless every id came exactly once."""
+        if not self.ok:
+            raise AssertionError("exactly-once audit failed:\n" + self.table())
+        return self
+
+
+def audit(deliveries, expected) -> Audit:
+    """Count what each source delivered against the ids that should have come.
+
+    Args:
+        deliveries: a mapping ``source -> ids``, or an iterable of ``(source, ids)`` pairs
+            (ids: an int, a sequence, a numpy array or a tensor; a source may repeat), or a
+            plain iterable of ids (one source, ``"all"``).
+        expected: the number of samples (ids ``0..n-1``) or the expected ids themselves.
+
+    Returns:
+        An :class:`Audit`; ``print(it)`` shows the per-source table. ``shared`` counts a
+        source's deliveries whose id was delivered more than once in total.
+    """
+    if isinstance(deliveries, Mapping):
+        pairs: Iterable = deliveries.items()
+    else:
+        items = list(deliveries)
+        is_pair = all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)
+                      for p in items)
+        pairs = items if (items and is_pair) else [("all", items)]
+    per: dict[str, Counter] = {}
+    for src, ids in pairs:
+        per.setdefault(str(src), Counter()).update(_ids(ids))
+    total: Counter = Counter()
+    for c in per.values():
+        total.update(c)
+    want = set(range(expected)) if isinstance(expected, (int, np.integer)) else set(_ids(expected))
+    got = set(total)
+    per_source = {
+        src: {"samples": sum(c.values()), "unique": len(c),
+              "shared": sum(n for i, n in c.items() if total[i] > 1)}
+        for src, c in sorted(per.items())
+    }
+    return Audit(
+        expected=len(want),
+        delivered=sum(total.values()),
+        unique=len(got),
+        missing_ids=tuple(sorted(want - got)),
+        duplicate_ids=tuple(sorted(i for i, n in total.items() if n > 1)),
+        unexpected_ids=tuple(sorted(got - want)),
+        per_source=per_source,
+    )

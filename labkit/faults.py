@@ -1,0 +1,75 @@
+"""Damaged copies of fixture files, for the "what goes wrong" sections and the fault tests.
+
+The cached fixtures are never touched: :func:`damaged_copy` copies a file (or a fixture
+folder) somewhere else and damages the copy in one of the ways real data breaks: cut short
+by a full disk or an interrupted download, bytes overwritten, a file gone missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+HOW = ("truncate", "flip", "zero", "delete")
+
+
+def damage(path: str | os.PathLike, how: str, at: float = 0.5, length: int = 64) -> Path:
+    """Damage one file in place; never call it on a cached fixture (use :func:`damaged_copy`).
+
+    Args:
+        how: ``truncate`` (keep the first ``at`` fraction of bytes), ``flip`` (invert
+            ``length`` bytes starting at ``at``), ``zero`` (overwrite them with zeros) or
+            ``delete`` (remove the file).
+        at: where, as a fraction of the file size (0 <= at < 1).
+    """
+    path = Path(path)
+    if how not in HOW:
+        raise ValueError(f"how={how!r}: choose one of {', '.join(HOW)}")
+    if not 0 <= at < 1:
+        raise ValueError(f"at={at!r}: a fraction of the file size, 0 <= at < 1")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file to damage")
+    size = path.stat().st_size
+    pos = int(size * at)
+    if how == "delete":
+        path.unlink()
+    elif how == "truncate":
+        os.truncate(path, pos)
+    else:
+        with open(path, "r+b") as f:
+            f.seek(pos)
+            chunk = f.read(length)
+            f.seek(pos)
+            f.write(bytes(b ^ 0xFF for b in chunk) if how == "flip" else bytes(len(chunk)))
+    return path
+
+
+def damaged_copy(src: str | os.PathLike, dest: str | os.PathLike, how: str, *,
+                 file: str | None = None, at: float = 0.5, length: int = 64) -> Path:
+    """Copy ``src`` to ``dest`` and damage the copy; returns the damaged file's path.
+
+    ``src`` may be a file, a :class:`~labkit.Fixture` or a folder; for a folder or fixture,
+    name the member to damage with ``file`` (a path relative to the folder). ``dest`` is
+    replaced if it exists. See :func:`damage` for ``how``, ``at`` and ``length``.
+    """
+    src = Path(getattr(src, "path", src))
+    dest = Path(dest)
+    if dest.is_dir():
+        shutil.rmtree(dest)
+    elif dest.exists():
+        dest.unlink()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_dir():
+        if file is None:
+            raise ValueError(f"{src} is a folder: name the member to damage with file=")
+        if not (src / file).is_file():
+            raise FileNotFoundError(f"{src / file}: no such file in {src}")
+        shutil.copytree(src, dest)
+        target = dest / file
+    elif src.is_file():
+        shutil.copy2(src, dest)
+        target = dest
+    else:
+        raise FileNotFoundError(f"{src}: no such file or folder")
+    return damage(target, how, at=at, length=length)
