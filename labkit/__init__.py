@@ -1,8 +1,9 @@
 """labkit: the helper package of the just-in-time data loading kit (``import labkit as lk``).
 
 Each name below is introduced in a chapter; the modules are one concept each:
-fixtures, faults, audits, meter, datasets, loaders, dashboard, plots, checkpoint, report, machine,
-bench, runner. The public API is exactly ``__all__`` (sorted, checked by a test).
+fixtures, faults, audits, meter, pagecache, memcap, datasets, loaders, dashboard, plots,
+checkpoint, report, machine, bench, runner. The public API is exactly ``__all__`` (sorted,
+checked by a test).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from .faults import damaged_copy
 from .fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, verify
 from .loaders import make_loader, shutdown, worker_processes
 from .machine import environment, format_environment, versions
+from .memcap import CappedRun, run_capped
 from .meter import Measurement, compare, measure, simulated_step
+from .pagecache import evict_page_cache, page_cache_residency
 from .plots import plot_throughput, plot_wait_compute
 from .report import comparison_rows, format_table, load_records, write_report
 from .runner import run_notebooks
@@ -33,6 +36,7 @@ except PackageNotFoundError:  # a plain checkout on sys.path
 
 __all__ = [
     "Audit",
+    "CappedRun",
     "Checkpoint",
     "Dashboard",
     "DashboardModel",
@@ -53,6 +57,7 @@ __all__ = [
     "damaged_copy",
     "ensure_fixtures",
     "environment",
+    "evict_page_cache",
     "fixture",
     "format_environment",
     "format_fixture_table",
@@ -61,11 +66,13 @@ __all__ = [
     "make_loader",
     "measure",
     "open_array",
+    "page_cache_residency",
     "plot_throughput",
     "plot_wait_compute",
     "read_checkpoint",
     "resolve_scale",
     "run_benchmark",
+    "run_capped",
     "run_notebooks",
     "shutdown",
     "simulated_step",

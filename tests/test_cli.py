@@ -144,3 +144,19 @@ def test_bench_without_a_name_lists_them_and_says_what_to_do():
     r = labkit("bench")
     assert r.returncode == 2
     assert "meter-overhead" in r.stdout and "name a benchmark" in r.stderr
+
+
+def test_bench_mmap_json_prints_the_ratio():
+    import json
+
+    r = labkit("bench", "mmap", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert {"ratio", "goal_met", "plain_read_gb_per_s", "mmap_read_gb_per_s"} <= set(out)
+
+
+def test_bench_mmap_runs_tiny():
+    from labkit.bench import run_benchmark
+
+    out = run_benchmark("mmap", mib=2, batch_kib=64, trials=2)
+    assert out["ratio"] > 0 and isinstance(out["goal_met"], bool)

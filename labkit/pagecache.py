@@ -1,0 +1,114 @@
+"""Page-cache control for cold vs warm experiments: evict a file's pages, then prove it.
+
+A "cold" read is only cold if the file's pages are really gone from the page cache.
+:func:`evict_page_cache` asks the kernel to drop them (``posix_fadvise(DONTNEED)``, no root
+needed) and :func:`page_cache_residency` counts how many are still resident (``mincore``
+through ctypes), so a chapter can show the eviction worked instead of assuming it.
+Introduced in chapter 02.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+_PROT_READ, _MAP_SHARED = 0x1, 0x01
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def _libc():
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    return libc
+
+
+def _paths(paths) -> list[Path]:
+    if hasattr(paths, "file_list"):  # a Fixture: all of its data files
+        return [p for p in paths.file_list() if p.name != "manifest.json"]
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out = []
+    for p in map(Path, paths):
+        out.extend(sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p])
+    return out
+
+
+def _resident_pages(path: Path) -> tuple[int, int]:
+    """(resident, total) pages of one file, via mincore on a read-only shared mapping."""
+    size = path.stat().st_size
+    page = mmap.PAGESIZE
+    total = (size + page - 1) // page
+    if size == 0:
+        return 0, 0
+    libc = _libc()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, _PROT_READ, _MAP_SHARED, fd, 0)
+        if addr in (None, _MAP_FAILED):
+            err = ctypes.get_errno()
+            raise OSError(err, f"{path}: mmap for the residency probe failed: {os.strerror(err)}")
+        try:
+            vec = (ctypes.c_ubyte * total)()
+            if libc.mincore(addr, size, vec) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"{path}: mincore failed: {os.strerror(err)}")
+            return sum(b & 1 for b in vec), total
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
+def page_cache_residency(paths: str | os.PathLike | Iterable | object) -> float:
+    """Fraction (0..1) of the files' pages that sit in the page cache now.
+
+    ``paths``: a file, a folder (all files under it), a list of them, or a Fixture.
+    Checking does not load anything: ``mincore`` only reports.
+    """
+    resident = total = 0
+    for p in _paths(paths):
+        r, t = _resident_pages(p)
+        resident, total = resident + r, total + t
+    return resident / total if total else 0.0
+
+
+def evict_page_cache(paths, check: bool = True) -> float:
+    """Drop the files' pages from the page cache; returns the fraction still resident.
+
+    Dirty pages are written back first (``fdatasync``), since the kernel only drops clean
+    ones. Pages another process has mapped stay (a live ``np.memmap`` or a DataLoader
+    worker holding the file), and some filesystems (tmpfs: the file *is* memory) ignore the
+    request. With ``check=True`` a warning says so instead of letting a "cold" run be warm.
+    """
+    if not hasattr(os, "posix_fadvise"):
+        raise OSError("posix_fadvise is not available on this platform (Linux only); "
+                      "cold-cache runs cannot be made here, treat every run as warm")
+    files = _paths(paths)
+    for p in files:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            try:
+                os.fdatasync(fd)
+            except OSError:
+                pass  # a read-only filesystem has nothing dirty to write back
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    left = page_cache_residency(files)
+    if check and left > 0.05:
+        import warnings
+
+        warnings.warn(
+            f"page-cache eviction incomplete: {left:.0%} of {len(files)} file(s) still "
+            "resident (mapped by a live process, or a filesystem such as tmpfs that ignores "
+            "POSIX_FADV_DONTNEED); a 'cold' measurement now would be partly warm",
+            stacklevel=2)
+    return left

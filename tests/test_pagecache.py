@@ -1,0 +1,40 @@
+"""Page-cache eviction and the residency probe (chapter 02)."""
+
+import numpy as np
+import pytest
+
+from labkit.pagecache import evict_page_cache, page_cache_residency
+
+
+def test_evict_then_read_back(tmp_path):
+    path = tmp_path / "data.raw"
+    np.arange(1 << 18, dtype=np.float32).tofile(path)  # 1 MiB, just written: in the cache
+    assert page_cache_residency(path) > 0.9
+    left = evict_page_cache(path, check=False)
+    if left > 0.05:
+        pytest.skip(f"this filesystem keeps pages after DONTNEED ({left:.0%}), e.g. tmpfs")
+    assert page_cache_residency(path) == left
+    path.read_bytes()
+    assert page_cache_residency(path) > 0.9
+
+
+def test_a_folder_and_an_empty_file(tmp_path):
+    (tmp_path / "a").write_bytes(b"x" * 10000)
+    (tmp_path / "empty").write_bytes(b"")
+    assert 0 <= page_cache_residency(tmp_path) <= 1
+    assert page_cache_residency(tmp_path / "empty") == 0.0
+
+
+def test_eviction_warns_when_pages_stay(tmp_path):
+    path = tmp_path / "held.raw"
+    np.zeros(1 << 18, np.float32).tofile(path)
+    held = np.memmap(path, dtype=np.float32, mode="r")
+    held.sum()  # every page mapped and touched: DONTNEED cannot drop mapped pages
+    with pytest.warns(UserWarning, match="eviction incomplete"):
+        evict_page_cache(path)
+    del held
+
+
+def test_missing_file_names_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope"):
+        page_cache_residency(tmp_path / "nope")
