@@ -23,8 +23,8 @@ from .loaders import make_loader, shutdown, worker_processes
 from .machine import environment, format_environment, versions
 from .memcap import CappedRun, run_capped
 from .meter import Measurement, compare, measure, simulated_step
-from .pagecache import evict_page_cache, page_cache_residency
-from .plots import plot_throughput, plot_wait_compute
+from .pagecache import evict_page_cache, measure_cold, page_cache_residency
+from .plots import plot_rates, plot_throughput, plot_wait_compute
 from .report import comparison_rows, format_table, load_records, write_report
 from .runner import run_notebooks
 from .scale import SCALES, resolve_scale
@@ -65,8 +65,10 @@ __all__ = [
     "load_records",
     "make_loader",
     "measure",
+    "measure_cold",
     "open_array",
     "page_cache_residency",
+    "plot_rates",
     "plot_throughput",
     "plot_wait_compute",
     "read_checkpoint",

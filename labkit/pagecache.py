@@ -112,3 +112,29 @@ def evict_page_cache(paths, check: bool = True) -> float:
             "POSIX_FADV_DONTNEED); a 'cold' measurement now would be partly warm",
             stacklevel=2)
     return left
+
+
+def measure_cold(make_loader, paths, *, repeats: int = 3, name: str | None = None,
+                 config: dict | None = None, **measure_kwargs):
+    """:func:`labkit.measure` with the page cache evicted before every pass.
+
+    ``make_loader()`` builds a fresh loader (and dataset) per pass: a memory map left over
+    from the previous pass would pin its pages in the cache, and the "cold" pass would be
+    warm. The residency after each eviction goes into the measurement's config.
+    """
+    import gc
+
+    from .meter import Measurement, measure
+
+    out = Measurement(name=name or "cold", config=dict(config or {}))
+    left = []
+    for _ in range(repeats):
+        gc.collect()  # drop the previous pass's maps before evicting
+        left.append(evict_page_cache(paths))
+        loader = make_loader()
+        m = measure(loader, repeats=1, warmup=0, name=out.name, **measure_kwargs)
+        out.passes.extend(m.passes)
+        out.step = m.step
+        del loader, m
+    out.config.update(cache="cold", resident_after_eviction=round(max(left), 3))
+    return out

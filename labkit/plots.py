@@ -62,3 +62,31 @@ def plot_wait_compute(measurements, title: str | None = None):
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def plot_rates(measurements, title: str | None = None):
+    """Two panels side by side: samples/s and GB/s (medians), one bar per measurement.
+
+    Introduced in chapter 02 for access patterns, where the two rates tell different
+    stories: many tiny samples per second can still be few bytes per second.
+    """
+    plt = _plt()
+    ms = list(measurements)
+    names = [m.name for m in ms]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 0.5 * len(ms) + 1.6), sharey=True)
+    for ax, values, label, fmt in (
+            (axes[0], [m.samples_per_s for m in ms], "samples/s", "{:,.0f}"),
+            (axes[1], [m.bytes_per_s / 1e9 for m in ms], "GB/s", "{:.2f}")):
+        colors = ["tab:blue" if "cold" not in n else "tab:orange" for n in names]
+        ax.barh(names, values, color=colors, alpha=0.85)
+        if max(values) > 50 * max(min(values), 1e-12):
+            ax.set_xscale("log")
+        for y, v in enumerate(values):
+            ax.text(v, y, "  " + fmt.format(v), va="center", fontsize=8)
+        ax.set_xlabel(f"{label} (median of passes)")
+        ax.margins(x=0.3)
+    axes[0].invert_yaxis()
+    fig.suptitle(title or "access patterns: samples/s and GB/s (orange: cold page cache)")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from labkit.pagecache import evict_page_cache, page_cache_residency
+from labkit.pagecache import evict_page_cache, measure_cold, page_cache_residency
 
 
 def test_evict_then_read_back(tmp_path):
@@ -38,3 +38,17 @@ def test_eviction_warns_when_pages_stay(tmp_path):
 def test_missing_file_names_it(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope"):
         page_cache_residency(tmp_path / "nope")
+
+
+def test_measure_cold_evicts_before_every_pass(ci_fixture):
+    from labkit.datasets import MemmapBatches
+    from labkit.loaders import make_loader
+    from labkit.plots import plot_rates
+
+    fx = ci_fixture("array")
+    npy = fx.file("array.npy")
+    m = measure_cold(lambda: make_loader(MemmapBatches(fx, 512), batch_size=None), npy,
+                     repeats=2, name="cold slices")
+    assert len(m.passes) == 2 and m.samples == fx.samples
+    assert m.config["cache"] == "cold" and 0 <= m.config["resident_after_eviction"] <= 1
+    assert plot_rates([m]).axes[1].get_xlabel().startswith("GB/s")
