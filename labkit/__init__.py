@@ -1,9 +1,9 @@
 """labkit: the helper package of the just-in-time data loading kit (``import labkit as lk``).
 
 Each name below is introduced in a chapter; the modules are one concept each:
-fixtures, faults, audits, meter, pagecache, memcap, datasets, loaders, dashboard, plots,
-checkpoint, report, machine, bench, runner. The public API is exactly ``__all__`` (sorted,
-checked by a test).
+fixtures, faults, audits, meter, pagecache, memcap, memory, datasets, copyonread, streams,
+sharding, loaders, dashboard, plots, checkpoint, report, machine, bench, runner. The public
+API is exactly ``__all__`` (sorted, checked by a test).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from importlib.metadata import version as _version
 from .audits import Audit, audit, worker_tag
 from .bench import run_benchmark
 from .checkpoint import Checkpoint, read_checkpoint
+from .copyonread import ArrowRows, NumpyRows, PyObjectRows
 from .dashboard import Dashboard, DashboardModel
 from .datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
@@ -22,12 +23,15 @@ from .fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, v
 from .loaders import make_loader, shutdown, worker_processes
 from .machine import environment, format_environment, versions
 from .memcap import CappedRun, run_capped
+from .memory import WorkerMemory, worker_memory
 from .meter import Measurement, compare, measure, simulated_step
 from .pagecache import evict_page_cache, measure_cold, page_cache_residency
-from .plots import plot_rates, plot_throughput, plot_wait_compute
+from .plots import plot_rates, plot_throughput, plot_wait_compute, plot_worker_memory
 from .report import comparison_rows, format_table, load_records, write_report
 from .runner import run_notebooks
 from .scale import SCALES, resolve_scale
+from .sharding import ShardPlan, shard_plan
+from .streams import RowRange, ShardStream, deliveries, range_worker_init
 
 try:
     __version__ = _version("labkit")
@@ -35,6 +39,7 @@ except PackageNotFoundError:  # a plain checkout on sys.path
     __version__ = "0+unknown"
 
 __all__ = [
+    "ArrowRows",
     "Audit",
     "CappedRun",
     "Checkpoint",
@@ -48,13 +53,20 @@ __all__ = [
     "MemmapBatches",
     "MemmapRows",
     "NpyFilesDataset",
+    "NumpyRows",
+    "PyObjectRows",
     "RecordError",
+    "RowRange",
     "SCALES",
     "ScaleError",
+    "ShardPlan",
+    "ShardStream",
+    "WorkerMemory",
     "audit",
     "compare",
     "comparison_rows",
     "damaged_copy",
+    "deliveries",
     "ensure_fixtures",
     "environment",
     "evict_page_cache",
@@ -71,15 +83,19 @@ __all__ = [
     "plot_rates",
     "plot_throughput",
     "plot_wait_compute",
+    "plot_worker_memory",
+    "range_worker_init",
     "read_checkpoint",
     "resolve_scale",
     "run_benchmark",
     "run_capped",
     "run_notebooks",
+    "shard_plan",
     "shutdown",
     "simulated_step",
     "verify",
     "versions",
+    "worker_memory",
     "worker_processes",
     "worker_tag",
     "write_report",

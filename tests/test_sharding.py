@@ -1,0 +1,38 @@
+"""Shard assignment over ranks x workers (chapters 03-04)."""
+
+import pytest
+
+from labkit.sharding import assign, current_split, shard_plan, split_range
+
+
+@pytest.mark.parametrize("items, world, workers", [(8, 1, 2), (8, 2, 2), (3, 2, 2), (5, 1, 4)])
+def test_assign_covers_every_item_once(items, world, workers):
+    got = sorted(i for r in range(world) for w in range(workers)
+                 for i in assign(items, r, world, w, workers))
+    assert got == list(range(items))
+
+
+@pytest.mark.parametrize("n, parts", [(10, 3), (2, 4), (0, 2), (8192, 4)])
+def test_split_range_is_a_partition(n, parts):
+    pieces = [split_range(5, 5 + n, p, parts) for p in range(parts)]
+    assert pieces[0][0] == 5 and pieces[-1][1] == 5 + n
+    assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:], strict=False))
+    sizes = [hi - lo for lo, hi in pieces]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_plan_shows_idle_workers():
+    plan = shard_plan(2, 4)
+    assert plan.idle == ["worker2", "worker3"]
+    assert "(idle)" in plan.table() and "2 idle" in plan.table()
+    assert shard_plan(8, 2, world_size=2).assignment["rank1/worker0"] == (2, 6)
+    assert shard_plan(4, 0).assignment == {"worker0": (0, 1, 2, 3)}
+
+
+def test_current_split_outside_workers(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert current_split() == (0, 1, 0, 1)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    assert current_split() == (1, 2, 0, 1)
+    assert current_split(0, 4) == (0, 4, 0, 1)

@@ -1,0 +1,134 @@
+"""RowRange and ShardStream (chapter 03): the trap, the fixes, contracts, bad shards."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from contracts import check_exactly_once, check_lazy_equals_eager, check_same_order, epoch_ids
+
+from labkit.audits import audit
+from labkit.errors import DataFormatError
+from labkit.fixtures import fixture
+from labkit.loaders import make_loader
+from labkit.streams import RowRange, ShardStream, deliveries, range_worker_init
+
+
+@pytest.fixture(scope="module")
+def shards_fx(ci_fixture):
+    return ci_fixture("array_shards")
+
+
+@pytest.fixture(scope="module")
+def array_fx(ci_fixture):
+    return ci_fixture("array")
+
+
+@pytest.fixture(scope="module")
+def shards_ref(shards_fx):
+    return np.concatenate([np.load(p) for p in shards_fx.file_list(".npy")])
+
+
+def test_shard_stream_exactly_once_over_ranks_and_workers(shards_fx):
+    check_exactly_once(
+        lambda rank, ws, nw: make_loader(ShardStream(shards_fx, rank=rank, world_size=ws),
+                                         batch_size=64, num_workers=nw),
+        shards_fx.samples)
+
+
+@pytest.mark.parametrize("split", ["worker_info", "init_fn"])
+def test_row_range_fixes_exactly_once(array_fx, split):
+    init = range_worker_init if split == "init_fn" else None
+    check_exactly_once(
+        lambda rank, ws, nw: make_loader(
+            RowRange(array_fx, split=split, rank=rank, world_size=ws), batch_size=128,
+            num_workers=nw, worker_init_fn=init if nw else None),
+        array_fx.samples)
+
+
+def test_the_trap_duplicates_once_per_worker(array_fx):
+    pairs = deliveries(make_loader(RowRange(array_fx, split="none", tag=True), batch_size=256,
+                                   num_workers=2))
+    a = audit(pairs, array_fx.samples)
+    assert [src for src, _ in pairs] == ["worker0", "worker1"]
+    assert a.duplicates == array_fx.samples and a.missing == 0
+
+
+def test_shard_stream_lazy_equals_eager(shards_fx, shards_ref):
+    n = check_lazy_equals_eager(make_loader(ShardStream(shards_fx, seed=3), batch_size=100,
+                                            num_workers=2), lambda i: shards_ref[i])
+    assert n == shards_fx.samples
+
+
+def test_row_range_lazy_equals_eager(array_fx):
+    ref = np.load(array_fx.file("array.npy"))
+    assert check_lazy_equals_eager(make_loader(RowRange(array_fx), batch_size=512),
+                                   lambda i: ref[i]) == array_fx.samples
+
+
+def test_shard_stream_same_seed_same_order(shards_fx):
+    def make(seed, epoch):
+        ds = ShardStream(shards_fx, seed=seed)
+        ds.set_epoch(epoch)
+        return make_loader(ds, batch_size=64, num_workers=2)
+
+    check_same_order(make)
+
+
+def test_fewer_shards_than_workers_leaves_workers_idle(shards_fx):
+    loader = make_loader(ShardStream(shards_fx, shards=[0, 1], tag=True), batch_size=64,
+                         num_workers=3)
+    pairs = deliveries(loader)
+    assert [s for s, _ in pairs] == ["worker0", "worker1"]  # worker2 delivered nothing
+    assert audit(pairs, range(0, 2048)).ok
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_start_methods(shards_fx, method):
+    loader = make_loader(ShardStream(shards_fx, tag=True), batch_size=256, num_workers=2,
+                         multiprocessing_context=method)
+    assert audit(deliveries(loader), shards_fx.samples).ok
+
+
+def test_missing_shard_names_the_file(shards_fx, own_data, tmp_path):
+    copy = tmp_path / "shards"
+    shutil.copytree(shards_fx.path, copy)
+    (copy / "shard-00003.npy").unlink()
+    broken = type(shards_fx)(**{**shards_fx.__dict__, "path": copy})
+    with pytest.raises(DataFormatError, match="shard-00003.npy: shard file missing"):
+        ShardStream(broken)
+
+
+def test_truncated_shard_names_the_file(shards_fx, tmp_path):
+    from labkit.faults import damaged_copy
+
+    copy = tmp_path / "shards"
+    damaged_copy(shards_fx, copy, "truncate", file="shard-00001.npy", at=0.3)
+    broken = type(shards_fx)(**{**shards_fx.__dict__, "path": copy})
+    with pytest.raises(DataFormatError, match="shard-00001.npy: .* truncated"):
+        ShardStream(broken)
+
+
+def test_bad_arguments(shards_fx, array_fx):
+    with pytest.raises(ValueError, match="split="):
+        ShardStream(shards_fx, split="rank")
+    with pytest.raises(ValueError, match="split="):
+        RowRange(array_fx, split="x")
+    with pytest.raises(DataFormatError, match="no shards"):
+        ShardStream(array_fx)
+    with pytest.raises(ValueError, match="outside world_size"):
+        epoch_ids(ShardStream(shards_fx, rank=2, world_size=2))
+
+
+def test_tagged_batches_carry_the_rank(shards_fx):
+    pairs = deliveries(make_loader(ShardStream(shards_fx, tag=True, rank=1, world_size=2),
+                                   batch_size=64, num_workers=2))
+    assert [s for s, _ in pairs] == ["rank1/worker0", "rank1/worker1"]
+    ids = torch.tensor([i for _, ids in pairs for i in ids])
+    assert ids.numel() == shards_fx.samples // 2
+
+
+def test_fixture_still_intact(shards_fx):
+    assert fixture("array_shards", "ci", progress=False).digest == shards_fx.digest
