@@ -2,8 +2,8 @@
 
 Each name below is introduced in a chapter; the modules are one concept each:
 fixtures, faults, audits, meter, pagecache, memcap, memory, datasets, copyonread, streams,
-sharding, loaders, dashboard, plots, checkpoint, report, machine, bench, runner. The public
-API is exactly ``__all__`` (sorted, checked by a test).
+sharding, rowgroups, loaders, dashboard, plots, checkpoint, report, machine, bench, runner.
+The public API is exactly ``__all__`` (sorted, checked by a test).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .meter import Measurement, compare, measure, simulated_step
 from .pagecache import evict_page_cache, measure_cold, page_cache_residency
 from .plots import plot_rates, plot_throughput, plot_wait_compute, plot_worker_memory
 from .report import comparison_rows, format_table, load_records, write_report
+from .rowgroups import ParquetRowGroups, open_parquet
 from .runner import run_notebooks
 from .scale import SCALES, resolve_scale
 from .sharding import ShardPlan, shard_plan
@@ -54,6 +55,7 @@ __all__ = [
     "MemmapRows",
     "NpyFilesDataset",
     "NumpyRows",
+    "ParquetRowGroups",
     "PyObjectRows",
     "RecordError",
     "RowRange",
@@ -79,6 +81,7 @@ __all__ = [
     "measure",
     "measure_cold",
     "open_array",
+    "open_parquet",
     "page_cache_residency",
     "plot_rates",
     "plot_throughput",

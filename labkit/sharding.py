@@ -65,6 +65,7 @@ class ShardPlan:
     world_size: int
     num_workers: int
     assignment: dict[str, tuple[int, ...]]
+    unit: str = "shards"
 
     @property
     def idle(self) -> list[str]:
@@ -73,10 +74,10 @@ class ShardPlan:
 
     def table(self) -> str:
         width = max(len(s) for s in self.assignment)
-        lines = [f"{'source':<{width}}  shards"]
+        lines = [f"{'source':<{width}}  {self.unit}"]
         for src, s in self.assignment.items():
             lines.append(f"{src:<{width}}  {', '.join(map(str, s)) if s else '(idle)'}")
-        lines.append(f"{self.shards} shards over {self.world_size} rank(s) x "
+        lines.append(f"{self.shards} {self.unit} over {self.world_size} rank(s) x "
                      f"{self.num_workers} worker(s): {len(self.idle)} idle")
         return "\n".join(lines)
 
@@ -84,9 +85,11 @@ class ShardPlan:
         return self.table()
 
 
-def shard_plan(shards: int, num_workers: int, world_size: int = 1) -> ShardPlan:
+def shard_plan(shards: int, num_workers: int, world_size: int = 1,
+               unit: str = "shards") -> ShardPlan:
     """The shard assignment of every rank x worker, idle ones included (chapter 03).
 
+    ``unit`` names what is assigned in the table (``"row groups"`` in chapter 05).
     ``num_workers=0`` means the loading process itself is the only worker of its rank.
     """
     nw = max(1, num_workers)
@@ -95,4 +98,4 @@ def shard_plan(shards: int, num_workers: int, world_size: int = 1) -> ShardPlan:
         for worker in range(nw):
             src = f"worker{worker}" if world_size == 1 else f"rank{rank}/worker{worker}"
             plan[src] = tuple(assign(shards, rank, world_size, worker, nw))
-    return ShardPlan(shards, world_size, num_workers, plan)
+    return ShardPlan(shards, world_size, num_workers, plan, unit)

@@ -161,9 +161,10 @@ def deliveries(loader) -> list[tuple[str, list[int]]]:
             ids = batch["id"]
             ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
             srcs = batch["source"]
-            if isinstance(srcs, str):
-                srcs = [srcs]
-                ids = [ids] if isinstance(ids, int) else ids
+            if isinstance(ids, int):
+                ids = [ids]
+            if isinstance(srcs, str):  # one sample, or a batch the dataset made itself
+                srcs = [srcs] * len(ids)
             for src, i in zip(srcs, ids, strict=True):
                 out.setdefault(src, []).append(int(i))
     finally:
