@@ -2,7 +2,7 @@
 
 Each name below is introduced in a chapter; the modules are one concept each:
 fixtures, faults, audits, meter, pagecache, memcap, memory, datasets, copyonread, streams,
-sharding, rowgroups, loaders, dashboard, plots, checkpoint, report, machine, bench, runner.
+sharding, rowgroups, launch, loaders, dashboard, plots, checkpoint, report, machine, bench, runner.
 The public API is exactly ``__all__`` (sorted, checked by a test).
 """
 
@@ -20,6 +20,7 @@ from .datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
 from .faults import damaged_copy
 from .fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, verify
+from .launch import TorchrunResult, torchrun
 from .loaders import make_loader, shutdown, worker_processes
 from .machine import environment, format_environment, versions
 from .memcap import CappedRun, run_capped
@@ -63,6 +64,7 @@ __all__ = [
     "ScaleError",
     "ShardPlan",
     "ShardStream",
+    "TorchrunResult",
     "WorkerMemory",
     "audit",
     "compare",
@@ -96,6 +98,7 @@ __all__ = [
     "shard_plan",
     "shutdown",
     "simulated_step",
+    "torchrun",
     "verify",
     "versions",
     "worker_memory",
