@@ -95,12 +95,18 @@ class ShardStream(IterableDataset):
         if "shards" not in meta:
             raise DataFormatError(f"fixture {fixture.name!r} has no shards")
         entries = meta["shards"] if shards is None else [meta["shards"][i] for i in shards]
+        dtype = np.dtype(meta["dtype"]) if "dtype" in meta else None
+        shape = tuple(meta["sample_shape"]) if "sample_shape" in meta else None
         self.shards = []
         for e in entries:
             path = fixture.path / e["file"]
             if not path.exists():
                 raise DataFormatError(f"{path}: shard file missing ({fixture.name} lists it)")
             arr = open_array(path)  # validate size, dtype, shape now, in the parent
+            if (dtype is not None and arr.dtype != dtype) or (
+                    shape is not None and arr.shape[1:] != shape):
+                raise DataFormatError(f"{path}: rows are {arr.dtype} {arr.shape[1:]}, expected "
+                                      f"{dtype} {shape} like the other shards")
             if len(arr) != e["samples"]:
                 raise DataFormatError(f"{path}: {len(arr)} rows, the manifest says "
                                       f"{e['samples']}")

@@ -111,6 +111,25 @@ def test_truncated_shard_names_the_file(shards_fx, tmp_path):
         ShardStream(broken)
 
 
+def test_wrong_dtype_or_shape_shard_names_the_file(shards_fx, tmp_path):
+    copy = tmp_path / "shards"
+    shutil.copytree(shards_fx.path, copy)
+    broken = type(shards_fx)(**{**shards_fx.__dict__, "path": copy})
+    rows = np.load(copy / "shard-00002.npy")
+    np.save(copy / "shard-00002.npy", rows.astype(np.float64))
+    with pytest.raises(DataFormatError, match=r"shard-00002.npy: rows are float64 \(256,\), "
+                                              r"expected float32 \(256,\)"):
+        ShardStream(broken)
+    np.save(copy / "shard-00002.npy", rows[:, :255])
+    with pytest.raises(DataFormatError, match=r"shard-00002.npy: rows are float32 \(255,\)"):
+        ShardStream(broken)
+
+
+def test_row_range_keeps_its_order(array_fx):
+    check_same_order(lambda seed, epoch: make_loader(RowRange(array_fx), batch_size=512,
+                                                     num_workers=2), shuffles=False)
+
+
 def test_bad_arguments(shards_fx, array_fx):
     with pytest.raises(ValueError, match="split="):
         ShardStream(shards_fx, split="rank")
