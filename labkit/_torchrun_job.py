@@ -8,6 +8,7 @@ launch folder. Jobs:
   ``drop`` and ``pad`` policies, a gradient-like ``all_reduce`` every step.
 * ``hang``: the same uneven shards without a policy: the rank with more batches waits in
   ``all_reduce`` for a peer that has finished; the process-group timeout ends it.
+  ``sharding`` with ``then_hang=True`` runs it after everything else (one launch for both).
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch) -> dict:
     steps = {"drop": least, "pad": most, "none": mine}[policy]
     got: dict[str, list[int]] = {}
     done = 0
-    t0 = time.perf_counter()
-    error = None
+    t0 = last = time.perf_counter()
+    error, wait_s = None, 0.0
     try:
         while done < steps:
             it = iter(batches())
@@ -67,6 +68,7 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch) -> dict:
                     for src, i in zip(batch["source"], _ids(batch), strict=True):
                         got.setdefault(src, []).append(i)
                     done += 1
+                    last = time.perf_counter()
             finally:
                 from labkit.loaders import shutdown
 
@@ -75,9 +77,10 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch) -> dict:
                 break  # only padding cycles back to the start of this rank's data
     except RuntimeError as e:
         error = str(e).splitlines()[0][-160:]
+        wait_s = time.perf_counter() - last  # from the last step that completed
     return {"policy": policy, "my_batches": mine, "min_batches": least, "max_batches": most,
             "steps": done, "deliveries": sorted(got.items()), "error": error,
-            "elapsed_s": time.perf_counter() - t0}
+            "wait_s": wait_s, "elapsed_s": time.perf_counter() - t0}
 
 
 def _counting(loader):
@@ -116,7 +119,7 @@ def main() -> None:
             for policy in ("drop", "pad"):
                 ds = lk.ShardStream(shards_fx, shards=uneven, tag=True)
                 out[f"uneven_{policy}"] = _uneven_steps(ds, cfg, policy, dist, torch)
-        elif cfg["job"] == "hang":
+        if cfg["job"] == "hang" or cfg.get("then_hang"):  # last: a timeout breaks the group
             ds = lk.ShardStream(shards_fx, shards=uneven, tag=True)
             out["uneven_none"] = _uneven_steps(ds, cfg, "none", dist, torch)
             t0 = time.perf_counter()
@@ -127,7 +130,7 @@ def main() -> None:
                 except RuntimeError as e:
                     out["barrier_error"] = str(e).splitlines()[0][-160:]
             out["barrier_s"] = time.perf_counter() - t0
-        else:
+        if cfg["job"] not in ("sharding", "hang"):
             raise ValueError(f"unknown job {cfg['job']!r}")
     except BaseException:
         import traceback

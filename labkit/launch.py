@@ -64,8 +64,9 @@ def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, **params) -> T
     """Run the named job of :mod:`labkit._torchrun_job` on ``nproc`` ranks with torchrun.
 
     Args:
-        job: ``"sharding"`` (sampler + rank x worker split + uneven policies) or ``"hang"``
-            (uneven ranks without a policy, each collective limited by ``pg_timeout_s``).
+        job: ``"sharding"`` (sampler + rank x worker split + uneven policies; with
+            ``then_hang=True`` the hang afterwards) or ``"hang"`` (uneven ranks without a
+            policy, each collective limited by ``pg_timeout_s``).
         timeout: seconds for the whole launch; past it every process is killed.
         params: JSON-able job parameters (``scale``, ``num_workers``, ``batch_size``, ...).
 
