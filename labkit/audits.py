@@ -134,7 +134,8 @@ def audit(deliveries, expected) -> Audit:
         pairs: Iterable = deliveries.items()
     else:
         items = list(deliveries)
-        is_pair = all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)
+        # (source, ids) pairs; lists too, as JSON gives them back
+        is_pair = all(isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[0], str)
                       for p in items)
         pairs = items if (items and is_pair) else [("all", items)]
     per: dict[str, Counter] = {}

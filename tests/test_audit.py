@@ -29,6 +29,13 @@ def test_duplicates_missing_unexpected_counted():
                                       "x_missing": 1}
 
 
+def test_pairs_as_lists_from_json():
+    import json
+
+    pairs = json.loads(json.dumps([("rank0", [0, 1]), ("rank1", [2, 3])]))
+    assert sorted(lk.audit(pairs, 4).per_source) == ["rank0", "rank1"]
+
+
 def test_plain_ids_and_long_lists_are_shortened():
     a = lk.audit(list(range(20)) * 2, 20)
     assert list(a.per_source) == ["all"] and a.duplicates == 20
