@@ -2,7 +2,8 @@
 
 Each name below is introduced in a chapter; the modules are one concept each:
 fixtures, faults, audits, meter, datasets, loaders, dashboard, plots, checkpoint, report, machine,
-bench, runner. The public API is exactly ``__all__`` (sorted, checked by a test).
+bench, runner, prefetchers, tuning, images, stages, gpu. The public API is exactly ``__all__``
+(sorted, checked by a test).
 """
 
 from __future__ import annotations
@@ -18,13 +19,32 @@ from .datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
 from .faults import damaged_copy
 from .fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, verify
+from .gpu import (
+    dali_decode_rate,
+    dali_status,
+    gpu_decode_rate,
+    gpu_decode_status,
+    kornia_gpu_status,
+    nvjpeg_decode,
+)
+from .images import (
+    ImageFolderDataset,
+    available_decoders,
+    decode_jpeg,
+    file_bytes,
+    make_augment,
+    skip_collate,
+)
 from .loaders import make_loader, shutdown, worker_processes
 from .machine import environment, format_environment, versions
 from .meter import Measurement, compare, measure, simulated_step
-from .plots import plot_throughput, plot_wait_compute
+from .plots import plot_heatmap, plot_scaling, plot_stages, plot_throughput, plot_wait_compute
+from .prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
 from .report import comparison_rows, format_table, load_records, write_report
 from .runner import run_notebooks
 from .scale import SCALES, resolve_scale
+from .stages import StageBreakdown, stage_breakdown
+from .tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
 
 try:
     __version__ = _version("labkit")
@@ -34,11 +54,13 @@ except PackageNotFoundError:  # a plain checkout on sys.path
 __all__ = [
     "Audit",
     "Checkpoint",
+    "CudaStreamPrefetcher",
     "Dashboard",
     "DashboardModel",
     "DataFormatError",
     "Fixture",
     "FixtureError",
+    "ImageFolderDataset",
     "LabkitError",
     "Measurement",
     "MemmapBatches",
@@ -47,20 +69,38 @@ __all__ = [
     "RecordError",
     "SCALES",
     "ScaleError",
+    "StageBreakdown",
+    "Suggestion",
+    "ThreadPrefetcher",
+    "WorkDataset",
     "audit",
+    "available_decoders",
     "compare",
     "comparison_rows",
+    "cuda_status",
+    "dali_decode_rate",
+    "dali_status",
     "damaged_copy",
+    "decode_jpeg",
     "ensure_fixtures",
     "environment",
+    "file_bytes",
     "fixture",
     "format_environment",
     "format_fixture_table",
     "format_table",
+    "gpu_decode_rate",
+    "gpu_decode_status",
+    "kornia_gpu_status",
     "load_records",
+    "make_augment",
     "make_loader",
     "measure",
+    "nvjpeg_decode",
     "open_array",
+    "plot_heatmap",
+    "plot_scaling",
+    "plot_stages",
     "plot_throughput",
     "plot_wait_compute",
     "read_checkpoint",
@@ -69,6 +109,11 @@ __all__ = [
     "run_notebooks",
     "shutdown",
     "simulated_step",
+    "skip_collate",
+    "stage_breakdown",
+    "suggest_loader",
+    "to_device",
+    "usable_cores",
     "verify",
     "versions",
     "worker_processes",
