@@ -29,42 +29,47 @@ class _Raised:
         self.exc = exc
 
 
+_POLL_S = 0.05  # how often a blocked producer checks whether the consumer left
+
+
+def _put(q: queue.Queue, stop: threading.Event, item) -> bool:
+    """Queue ``item`` unless the consumer has left; False when it has."""
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=_POLL_S)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _produce(iterable: Iterable, q: queue.Queue, stop: threading.Event) -> None:
+    # A plain function, not a method: the thread must hold no reference to the consumer's
+    # iterator, or an abandoned iterator could never be garbage collected (and stopped).
+    it = None
+    try:
+        it = iter(iterable)
+        for item in it:
+            if not _put(q, stop, item):
+                return
+        _put(q, stop, _END)
+    except BaseException as e:  # noqa: BLE001 - handed to the consumer, re-raised there
+        _put(q, stop, _Raised(e))
+    finally:
+        shutdown(it)  # a DataLoader source's workers stop with the pass
+
+
 class _ThreadIterator(Iterator):
     """One pass of a :class:`ThreadPrefetcher`: a producer thread and a bounded queue."""
-
-    _POLL_S = 0.05  # how often a blocked producer checks whether the consumer left
 
     def __init__(self, iterable: Iterable, depth: int, name: str):
         self._q: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._done = False
         # A daemon thread: a consumer that never closes must not keep the interpreter alive.
-        self._thread = threading.Thread(target=self._produce, args=(iterable,), daemon=True,
-                                        name=name)
+        self._thread = threading.Thread(target=_produce, args=(iterable, self._q, self._stop),
+                                        daemon=True, name=name)
         self._thread.start()
-
-    def _put(self, item) -> bool:
-        """Queue ``item`` unless the consumer has left; False when it has."""
-        while not self._stop.is_set():
-            try:
-                self._q.put(item, timeout=self._POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _produce(self, iterable: Iterable) -> None:
-        it = None
-        try:
-            it = iter(iterable)
-            for item in it:
-                if not self._put(item):
-                    return
-            self._put(_END)
-        except BaseException as e:  # noqa: BLE001 - handed to the consumer, re-raised there
-            self._put(_Raised(e))
-        finally:
-            shutdown(it)  # a DataLoader source's workers stop with the pass
 
     def __next__(self):
         if self._done:
