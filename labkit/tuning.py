@@ -29,7 +29,8 @@ def usable_cores() -> int:
 class WorkDataset(Dataset):
     """``n`` samples that each cost ``ms`` milliseconds to produce (chapter 09).
 
-    ``kind="busy"`` spins the CPU (holds the GIL: decode, augmentation, parsing);
+    ``kind="busy"`` spins for ``ms`` of CPU time (holds the GIL: decode, augmentation,
+    parsing; on a contended core it takes longer in wall time, like real work);
     ``kind="sleep"`` waits without using a core (network, a slow disk). Sample ``i`` is
     ``(features, i)`` with ``features`` a float32 tensor of ``features`` values.
     """
@@ -49,8 +50,10 @@ class WorkDataset(Dataset):
         if self.kind == "sleep":
             time.sleep(self.seconds)
         else:
-            deadline = time.perf_counter() + self.seconds
-            while time.perf_counter() < deadline:
+            # CPU time, not wall time: a worker the scheduler takes off its core must not
+            # get its sample for free (with more workers than cores it would, on a wall clock)
+            deadline = time.thread_time() + self.seconds
+            while time.thread_time() < deadline:
                 pass
         return self.row + i, i
 
