@@ -16,7 +16,7 @@ def test_prefetch_benchmark_keys():
 
 def test_decode_benchmark_keys(ci_fixture):
     ci_fixture("images")
-    r = lk.run_benchmark("decode", samples=128, batch_size=16, rounds=1)
+    r = lk.run_benchmark("decode", scale="ci", samples=128, batch_size=16, rounds=1)
     for k in ("single_core_samples_per_s", "workers_samples_per_s", "ideal_samples_per_s",
               "ratio", "goal_met"):
         assert k in r
