@@ -259,6 +259,12 @@ def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | No
     multi_loader = make_loader(ds, batch_size=batch_size, num_workers=n, prefetch_factor=4,
                                persistent_workers=True)
     single, multi = [], []
+    import torch
+
+    threads = torch.get_num_threads()
+    # One core means one core: workers run torch single-threaded, but the main process's
+    # collate would use the intra-op pool, which on a busy machine waits for its threads.
+    torch.set_num_threads(1)
     try:
         measure(multi_loader, repeats=1, warmup=0)  # start the workers, import, warm caches
         for _ in range(rounds):
@@ -266,6 +272,7 @@ def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | No
             multi.append(_best_rate(measure(multi_loader, repeats=1, warmup=0)))
     finally:
         shutdown(multi_loader)
+        torch.set_num_threads(threads)
     ideal = max(single) * min(n, cores)
     ratio = max(multi) / ideal
     return {
