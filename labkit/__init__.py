@@ -2,8 +2,9 @@
 
 Each name below is introduced in a chapter; the modules are one concept each:
 fixtures, faults, audits, meter, pagecache, memcap, memory, datasets, copyonread, streams,
-sharding, rowgroups, launch, loaders, dashboard, plots, checkpoint, report, machine, bench, runner.
-The public API is exactly ``__all__`` (sorted, checked by a test).
+sharding, rowgroups, launch, loaders, prefetchers, tuning, images, stages, gpu, dashboard,
+plots, checkpoint, report, machine, bench, runner. The public API is exactly ``__all__``
+(sorted, checked by a test).
 """
 
 from __future__ import annotations
@@ -20,6 +21,22 @@ from .datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
 from .faults import damaged_copy
 from .fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, verify
+from .gpu import (
+    dali_decode_rate,
+    dali_status,
+    gpu_decode_rate,
+    gpu_decode_status,
+    kornia_gpu_status,
+    nvjpeg_decode,
+)
+from .images import (
+    ImageFolderDataset,
+    available_decoders,
+    decode_jpeg,
+    file_bytes,
+    make_augment,
+    skip_collate,
+)
 from .launch import TorchrunResult, torchrun
 from .loaders import make_loader, shutdown, worker_processes
 from .machine import environment, format_environment, versions
@@ -27,13 +44,24 @@ from .memcap import CappedRun, run_capped
 from .memory import WorkerMemory, worker_memory
 from .meter import Measurement, compare, measure, simulated_step
 from .pagecache import evict_page_cache, measure_cold, page_cache_residency
-from .plots import plot_rates, plot_throughput, plot_wait_compute, plot_worker_memory
+from .plots import (
+    plot_heatmap,
+    plot_rates,
+    plot_scaling,
+    plot_stages,
+    plot_throughput,
+    plot_wait_compute,
+    plot_worker_memory,
+)
+from .prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
 from .report import comparison_rows, format_table, load_records, write_report
 from .rowgroups import ParquetRowGroups, open_parquet
 from .runner import run_notebooks
 from .scale import SCALES, resolve_scale
 from .sharding import ShardPlan, shard_plan
+from .stages import StageBreakdown, stage_breakdown
 from .streams import RowRange, ShardStream, deliveries, range_worker_init
+from .tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
 
 try:
     __version__ = _version("labkit")
@@ -45,11 +73,13 @@ __all__ = [
     "Audit",
     "CappedRun",
     "Checkpoint",
+    "CudaStreamPrefetcher",
     "Dashboard",
     "DashboardModel",
     "DataFormatError",
     "Fixture",
     "FixtureError",
+    "ImageFolderDataset",
     "LabkitError",
     "Measurement",
     "MemmapBatches",
@@ -64,28 +94,46 @@ __all__ = [
     "ScaleError",
     "ShardPlan",
     "ShardStream",
+    "StageBreakdown",
+    "Suggestion",
+    "ThreadPrefetcher",
     "TorchrunResult",
+    "WorkDataset",
     "WorkerMemory",
     "audit",
+    "available_decoders",
     "compare",
     "comparison_rows",
+    "cuda_status",
+    "dali_decode_rate",
+    "dali_status",
     "damaged_copy",
+    "decode_jpeg",
     "deliveries",
     "ensure_fixtures",
     "environment",
     "evict_page_cache",
+    "file_bytes",
     "fixture",
     "format_environment",
     "format_fixture_table",
     "format_table",
+    "gpu_decode_rate",
+    "gpu_decode_status",
+    "kornia_gpu_status",
     "load_records",
+    "make_augment",
     "make_loader",
     "measure",
     "measure_cold",
+    "nvjpeg_decode",
     "open_array",
     "open_parquet",
     "page_cache_residency",
+    "plot_heatmap",
     "plot_rates",
+    "plot_scaling",
+    "plot_stages",
     "plot_throughput",
     "plot_wait_compute",
     "plot_worker_memory",
@@ -98,7 +146,12 @@ __all__ = [
     "shard_plan",
     "shutdown",
     "simulated_step",
+    "skip_collate",
+    "stage_breakdown",
+    "suggest_loader",
+    "to_device",
     "torchrun",
+    "usable_cores",
     "verify",
     "versions",
     "worker_memory",

@@ -199,3 +199,156 @@ def mmap_read(mib: int = 256, batch_kib: int = 256, trials: int = 7) -> dict:
         "trial_spread_pct": 100 * (max(m) / min(m) - 1),
         "goal_met": bool(ratio >= 0.7),
     }
+
+
+# -- prefetch (chapter 09) ---------------------------------------------------------------------
+
+def _best_rate(m) -> float:
+    """The fastest pass's samples/s: on a shared machine noise only ever slows a pass."""
+    return max(p.samples_per_s for p in m.passes)
+
+
+@benchmark("prefetch", goal="loader capacity >= 1.2x the step rate and tuned data-wait <= 5% "
+                            "of step time")
+def prefetch(ms_per_sample: float = 2.0, batch_size: int = 32, batches: int = 24,
+             repeats: int = 3) -> dict:
+    """Data-wait of a naive loader (``num_workers=0``) vs the one :func:`suggest_loader` tunes.
+
+    The dataset costs ``ms_per_sample`` of CPU per sample (:class:`WorkDataset`, busy); the
+    step sleeps (like a GPU step the CPU waits on) for as long as one process takes to make
+    a batch, so the naive loop waits about half the time. All rates are measured in this
+    run (fastest pass): one process's batch rate and the step's rate give the suggestion;
+    the tuned loader's capacity alone (no step) verifies it (``suggestion_verified``).
+    The goal needs capacity >= 1.2x the step rate: if other processes on a shared machine
+    hold the cores and the measured capacity falls short, the step is lengthened to
+    capacity / 1.25 (``step_adjusted: true``) and naive and tuned are both measured at it.
+
+    Batches of ~64 ms of work, not ~16: receiving a batch from a worker costs the main
+    process ~1-3 ms whatever the batch (the tensors' shared-memory handles are passed over a
+    socket, served by a thread in the worker that needs the worker's GIL); at 16 ms steps
+    that floor alone is ~10 % of step time, at 64 ms ~2-4 %.
+    """
+    from .loaders import make_loader, shutdown
+    from .meter import measure, simulated_step
+    from .tuning import WorkDataset, suggest_loader, usable_cores
+
+    ds = WorkDataset(batch_size * batches, ms=ms_per_sample, kind="busy")
+    naive = make_loader(ds, batch_size=batch_size)
+    alone = measure(naive, repeats=repeats, max_batches=max(10, batches // 3), name="naive alone")
+    worker_rate = _best_rate(alone) / batch_size
+    step = simulated_step(1e3 / worker_rate, "sleep")
+    fixed = next(iter(naive))
+
+    def step_rate_of(step) -> float:
+        m = measure(lambda: [fixed] * 30, step=step, repeats=repeats, name="step alone")
+        return _best_rate(m) / batch_size
+
+    step_rate = step_rate_of(step)
+    s = suggest_loader(worker_rate, step_rate, cores=usable_cores())
+    tuned = make_loader(ds, batch_size=batch_size, **s.loader_kwargs())
+    try:
+        capacity = _best_rate(measure(tuned, repeats=repeats, name="tuned alone")) / batch_size
+        verified = capacity >= 1.2 * step_rate
+        adjusted = not verified
+        if adjusted:
+            step = simulated_step(1e3 * 1.25 / capacity, "sleep")
+            step_rate = step_rate_of(step)
+        m_tuned = measure(tuned, step=step, repeats=repeats, name="tuned + step")
+    finally:
+        shutdown(tuned)  # persistent workers outlive the passes; stop them now
+    m_naive = measure(naive, step=step, repeats=repeats, max_batches=max(8, batches // 2),
+                      name="naive + step")
+    ratio = capacity / step_rate
+    wait_tuned = m_tuned.wait_s / m_tuned.compute_s
+    return {
+        "ms_per_sample": ms_per_sample, "batch_size": batch_size, "cores": usable_cores(),
+        "worker_batches_per_s": worker_rate, "step_ms": step.label,
+        "step_batches_per_s": step_rate,
+        "suggested_num_workers": s.num_workers, "suggested_prefetch_factor": s.prefetch_factor,
+        "suggestion": s.reason, "expected_capacity_batches_per_s": s.expected_capacity,
+        "tuned_capacity_batches_per_s": capacity, "suggestion_verified": bool(verified),
+        "step_adjusted": bool(adjusted), "capacity_over_step": ratio,
+        "naive_wait_over_step": m_naive.wait_s / m_naive.compute_s,
+        "naive_wait_fraction_of_loop": m_naive.wait_fraction,
+        "tuned_wait_over_step": wait_tuned,
+        "tuned_wait_fraction_of_loop": m_tuned.wait_fraction,
+        "tuned_batch_wait_p50_ms": m_tuned.latency_ms(50),
+        "tuned_wait_over_step_best_pass": min(
+            float(p.wait.sum() / p.compute.sum()) for p in m_tuned.passes),
+        "naive_samples_per_s": m_naive.samples_per_s, "tuned_samples_per_s": m_tuned.samples_per_s,
+        "goal_met": bool(ratio >= 1.2 and wait_tuned <= 0.05),
+    }
+
+
+# -- decode (chapter 10) -----------------------------------------------------------------------
+
+class _Cycle:
+    """``n`` samples cycling over ``dataset`` (a decode pass long enough to time)."""
+
+    def __init__(self, dataset, n: int):
+        self.dataset, self.n = dataset, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.dataset[i % len(self.dataset)]
+
+
+@benchmark("decode", goal="N workers deliver >= 0.85 x (single-core rate x min(N, cores))")
+def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | None = None,
+           batch_size: int = 64, samples: int = 4096, rounds: int = 5) -> dict:
+    """JPEG decode pipeline (read + decode + to tensor + collate) scaled over workers.
+
+    Baseline: the same pipeline in the main process (``num_workers=0``, one core). Then
+    ``num_workers`` (default: the usable cores) persistent workers. The two alternate for
+    ``rounds`` passes each, so both see the same machine, and each keeps its fastest pass
+    (other processes only ever slow a pass). The ratio is the workers' rate over
+    ``single rate x min(num_workers, cores)``.
+
+    ``scale`` picks the images fixture (default: ``LABKIT_SCALE``, else workshop's 128 px).
+    At ci's 64 px a batch is ~3-7 ms of decode, about what the main process spends receiving
+    a batch from a worker (~1-3 ms), so the ratio would measure that hand-over, not decode.
+    """
+    from .fixtures import fixture
+    from .images import ImageFolderDataset
+    from .loaders import make_loader, shutdown
+    from .meter import measure
+    from .scale import resolve_scale
+    from .tuning import usable_cores
+
+    fx = fixture("images", resolve_scale(scale), progress=False)
+    ds = _Cycle(ImageFolderDataset(fx, decoder=decoder), samples)
+    cores = usable_cores()
+    n = num_workers or cores
+    single_loader = make_loader(ds, batch_size=batch_size)
+    multi_loader = make_loader(ds, batch_size=batch_size, num_workers=n, prefetch_factor=4,
+                               persistent_workers=True)
+    single, multi = [], []
+    import torch
+
+    threads = torch.get_num_threads()
+    # One core means one core: workers run torch single-threaded, but the main process's
+    # collate would use the intra-op pool, which on a busy machine waits for its threads.
+    torch.set_num_threads(1)
+    try:
+        measure(multi_loader, repeats=1, warmup=0)  # start the workers, import, warm caches
+        for _ in range(rounds):
+            single.append(_best_rate(measure(single_loader, repeats=1, warmup=0)))
+            multi.append(_best_rate(measure(multi_loader, repeats=1, warmup=0)))
+    finally:
+        shutdown(multi_loader)
+        torch.set_num_threads(threads)
+    ideal = max(single) * min(n, cores)
+    ratio = max(multi) / ideal
+    return {
+        "scale": resolve_scale(scale), "decoder": decoder, "image_size": fx.meta.get("size"),
+        "samples": samples, "batch_size": batch_size, "cores": cores, "num_workers": n,
+        "rounds": rounds, "single_core_samples_per_s": max(single),
+        "single_median_samples_per_s": statistics.median(single),
+        "workers_samples_per_s": max(multi),
+        "workers_median_samples_per_s": statistics.median(multi),
+        "ideal_samples_per_s": ideal, "ratio": ratio,
+        "ratio_of_medians": statistics.median(multi) / (statistics.median(single) * min(n, cores)),
+        "goal_met": bool(ratio >= 0.85),
+    }

@@ -113,3 +113,74 @@ def plot_worker_memory(traces, kind: str = "uss", title: str | None = None):
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def plot_heatmap(values, rows, cols, *, row_label: str, col_label: str, title: str,
+                 fmt: str = "{:.0%}", cmap: str = "RdYlGn_r", vmin=None, vmax=None):
+    """A grid of ``values[r][c]`` coloured and labelled: e.g. data-wait over two knobs.
+
+    Introduced in chapter 09. ``fmt`` formats each cell's label; NaN cells are left blank.
+    """
+    import numpy as np
+
+    plt = _plt()
+    v = np.asarray(values, dtype=float)
+    fig, ax = plt.subplots(figsize=(1.1 * len(cols) + 2.5, 0.6 * len(rows) + 1.6))
+    im = ax.imshow(v, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(len(cols)), [str(c) for c in cols])
+    ax.set_yticks(range(len(rows)), [str(r) for r in rows])
+    ax.set_xlabel(col_label)
+    ax.set_ylabel(row_label)
+    for (r, c), x in np.ndenumerate(v):
+        if np.isfinite(x):
+            ax.text(c, r, fmt.format(x), ha="center", va="center", fontsize=9)
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    ax.set_title(title)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def plot_scaling(workers, measured, ideal, *, title: str, ylabel: str = "samples/s",
+                 cores: int | None = None):
+    """Measured throughput against workers next to the ideal line (chapters 09 and 10).
+
+    ``ideal[i]`` should come from this machine's own single-worker measurement (e.g.
+    ``min(workers, cores) x one worker's rate``); ``cores`` draws where the cores run out.
+    """
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    ax.plot(workers, ideal, "--", color="grey", marker="o", label="ideal (from 1 worker)")
+    ax.plot(workers, measured, color="tab:blue", marker="o", lw=2, label="measured")
+    if cores is not None:
+        ax.axvline(cores, color="tab:red", alpha=0.5, lw=1)
+        ax.text(cores, max(max(ideal), max(measured)) * 0.05, f" {cores} cores",
+                color="tab:red", fontsize=9)
+    ax.set_xlabel("num_workers")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def plot_stages(breakdown, title: str | None = None):
+    """Horizontal bars: microseconds per sample of each pipeline stage (chapter 10)."""
+    plt = _plt()
+    items = [(k, v) for k, v in breakdown.per_sample_s.items() if v is not None]
+    names = [k for k, _ in items]
+    us = [v * 1e6 for _, v in items]
+    colors = ["tab:red" if k == breakdown.bottleneck else "tab:blue" for k in names]
+    fig, ax = plt.subplots(figsize=(7, 0.5 * len(items) + 1.4))
+    ax.barh(names, us, color=colors)
+    ax.invert_yaxis()
+    for y, x in enumerate(us):
+        ax.text(x, y, f"  {x:,.0f} us", va="center", fontsize=9)
+    ax.set_xlabel("microseconds per sample (one core)")
+    ax.margins(x=0.25)
+    ax.set_title(title or f"stage costs: {breakdown.bottleneck} bounds the pipeline")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

@@ -1,0 +1,52 @@
+"""labkit.gpu: guarded GPU decode paths say why they cannot run; run them where they can."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import labkit as lk
+
+
+def test_status_is_a_reason_not_an_exception():
+    for probe in (lk.gpu_decode_status, lk.kornia_gpu_status, lk.dali_status):
+        ok, reason = probe()
+        assert isinstance(ok, bool) and isinstance(reason, str) and reason
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
+def test_gpu_paths_refuse_with_the_reason(ci_fixture):
+    blobs = lk.file_bytes(ci_fixture("images").file_list(".jpg")[:2])
+    with pytest.raises(lk.LabkitError, match="GPU JPEG decode cannot run here"):
+        lk.nvjpeg_decode(blobs)
+    with pytest.raises(lk.LabkitError, match="DALI decode cannot run here"):
+        lk.dali_decode_rate([])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_nvjpeg_matches_cpu_decode(ci_fixture):
+    ok, reason = lk.gpu_decode_status()
+    if not ok:
+        pytest.skip(reason)
+    files = ci_fixture("images").file_list(".jpg")[:16]
+    blobs = lk.file_bytes(files)
+    out = lk.nvjpeg_decode(blobs)
+    assert len(out) == 16
+    for b, x in zip(blobs, out, strict=True):
+        ref = torch.from_numpy(lk.decode_jpeg(b).transpose(2, 0, 1).copy())
+        assert x.shape == ref.shape and x.device.type == "cuda"
+        assert (x.cpu().int() - ref.int()).abs().max() <= 3  # nvJPEG IDCT rounding
+    r = lk.gpu_decode_rate(blobs, batch_size=8, repeats=1)
+    assert r["samples_per_s"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_dali_decode(ci_fixture):
+    ok, reason = lk.dali_status()
+    if not ok:
+        pytest.skip(reason)
+    r = lk.dali_decode_rate(ci_fixture("images").file_list(".jpg")[:64], batch_size=16,
+                            repeats=1)
+    assert r["samples_per_s"] > 0

@@ -1,0 +1,168 @@
+"""labkit.images: decoders, the image-folder dataset, augmentation (chapter 10)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import labkit as lk
+from labkit.faults import damage
+from tests.contracts import check_exactly_once, check_lazy_equals_eager, epoch_ids
+
+
+@pytest.fixture(scope="module")
+def images(ci_fixture):
+    return ci_fixture("images")
+
+
+@pytest.mark.parametrize("decoder", ["opencv", "simplejpeg"])
+def test_decoders_agree_with_pil(images, decoder):
+    if decoder not in lk.available_decoders():
+        pytest.skip(f"{decoder} not installed")
+    for f in images.file_list(".jpg")[:20]:
+        data = f.read_bytes()
+        ref = lk.decode_jpeg(data, "pil")
+        got = lk.decode_jpeg(data, decoder)
+        assert got.shape == ref.shape == (images.meta["size"], images.meta["size"], 3)
+        assert got.dtype == np.uint8
+        # same libjpeg-turbo family: identical or within JPEG IDCT rounding
+        assert np.abs(got.astype(int) - ref).max() <= 2, f.name
+
+
+def test_unknown_decoder():
+    with pytest.raises(ValueError, match="choose one of pil"):
+        lk.decode_jpeg(b"", "magic")
+
+
+def test_dataset_samples_and_labels(images):
+    ds = lk.ImageFolderDataset(images)
+    assert len(ds) == images.samples
+    s = ds[3]
+    assert s["image"].shape == (3, images.meta["size"], images.meta["size"])
+    assert s["image"].dtype == torch.uint8 and s["id"] == 3
+    assert 0 <= s["label"] < images.meta["classes"]
+
+
+@pytest.mark.parametrize("decoder", ["pil", "opencv", "simplejpeg"])
+def test_exactly_once_every_decoder(images, decoder):
+    ds = lk.ImageFolderDataset(images, decoder=decoder)
+    sub = torch.utils.data.Subset(ds, range(64))
+
+    def make(rank, world_size, num_workers):
+        s = torch.utils.data.distributed.DistributedSampler(
+            sub, num_replicas=world_size, rank=rank, shuffle=False)
+        return lk.make_loader(sub, batch_size=16, num_workers=num_workers, sampler=s)
+
+    check_exactly_once(make, 64, workers=(0, 2) if decoder != "pil" else (0, 1, 2))
+
+
+def test_lazy_equals_eager(images):
+    ds = lk.ImageFolderDataset(images)
+    sub = torch.utils.data.Subset(ds, range(40))
+    n = check_lazy_equals_eager(lk.make_loader(sub, batch_size=8, num_workers=2),
+                                lambda i: lk.decode_jpeg(ds.read(i)).transpose(2, 0, 1),
+                                values_of=lambda b: b["image"])
+    assert n == 40
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip"])
+@pytest.mark.parametrize("decoder", ["pil", "opencv", "simplejpeg"])
+def test_corrupt_jpeg_error_names_the_file(images, tmp_path, how, decoder):
+    folder = tmp_path / "images"
+    # flipped bytes inside the entropy-coded data may still decode (to garbage pixels, as
+    # real bit rot does); flipped header bytes are what every decoder must refuse
+    lk.damaged_copy(images, folder, how, file="images/0000007.jpg",
+                    at=0.3 if how == "truncate" else 0.0, length=64)
+    ds = lk.ImageFolderDataset(folder, decoder=decoder)
+    with pytest.raises(lk.DataFormatError, match=r"0000007\.jpg.*sample 7"):
+        ds[7]
+
+
+def test_missing_file_names_it(images, tmp_path):
+    folder = tmp_path / "images"
+    lk.damaged_copy(images, folder, "delete", file="images/0000002.jpg")
+    with pytest.raises(lk.DataFormatError, match=r"0000002\.jpg.*cannot read sample 2"):
+        lk.ImageFolderDataset(folder)[2]
+
+
+def test_corrupt_error_through_workers(images, tmp_path):
+    folder = tmp_path / "images"
+    lk.damaged_copy(images, folder, "truncate", file="images/0000010.jpg", at=0.2)
+    loader = lk.make_loader(lk.ImageFolderDataset(folder), batch_size=8, num_workers=2)
+    with pytest.raises(lk.DataFormatError, match=r"0000010\.jpg"):
+        epoch_ids(loader, ids_of=lambda b: b["id"])
+
+
+def test_skip_and_count(images, tmp_path):
+    folder = tmp_path / "images"
+    lk.damaged_copy(images, folder, "truncate", file="images/0000010.jpg", at=0.2)
+    damage(folder / "images/0000020.jpg", "truncate", at=0.1)  # a second one, same copy
+    ds = lk.ImageFolderDataset(folder, on_error="skip")
+    for workers in (0, 2):
+        loader = lk.make_loader(ds, batch_size=16, num_workers=workers,
+                                collate_fn=lk.skip_collate)
+        ids, skipped = [], 0
+        for b in loader:
+            skipped += b["skipped"]
+            ids += b["id"].tolist()
+        assert skipped == 2
+        assert sorted(set(range(len(ds))) - set(ids)) == [10, 20]
+    assert ds.skipped == [10, 20]  # the in-process pass (num_workers=0) recorded them
+
+
+def test_skip_collate_all_skipped():
+    assert lk.skip_collate([None, None]) == {"skipped": 2}
+
+
+def test_bad_labels_csv(tmp_path):
+    with pytest.raises(lk.DataFormatError, match="labels.csv: not found"):
+        lk.ImageFolderDataset(tmp_path)
+    (tmp_path / "labels.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(lk.DataFormatError, match="expected columns id,label,file"):
+        lk.ImageFolderDataset(tmp_path)
+
+
+def test_bad_arguments(images):
+    with pytest.raises(ValueError, match="on_error"):
+        lk.ImageFolderDataset(images, on_error="ignore")
+    with pytest.raises(ValueError, match="decoder"):
+        lk.ImageFolderDataset(images, decoder="magic")
+    with pytest.raises(ValueError, match="library"):
+        lk.make_augment("magic", 32)
+
+
+@pytest.mark.parametrize("library", ["albumentations", "torch", "kornia"])
+def test_augment_same_output_contract(images, library):
+    if library == "kornia":
+        pytest.importorskip("kornia")
+    ds = lk.ImageFolderDataset(images)
+    img = lk.decode_jpeg(ds.read(0))
+    aug = lk.make_augment(library, 48, seed=1)
+    if aug.per == "batch":
+        out = aug(torch.from_numpy(img.transpose(2, 0, 1).copy())[None].repeat(4, 1, 1, 1))
+        assert out.shape == (4, 3, 48, 48)
+    else:
+        out = aug(img)
+        assert out.shape == (3, 48, 48)
+    assert out.dtype == torch.float32 and torch.isfinite(out).all()
+    assert -5 < float(out.mean()) < 5  # normalised, not 0-255
+
+
+def test_augment_as_transform_through_workers(images):
+    ds = lk.ImageFolderDataset(images, transform=lk.make_augment("albumentations", 32))
+    batch = next(iter(lk.make_loader(torch.utils.data.Subset(ds, range(16)), batch_size=8,
+                                     num_workers=1)))
+    assert batch["image"].shape == (8, 3, 32, 32)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_kornia_on_gpu(images):
+    ok, reason = lk.kornia_gpu_status()
+    if not ok:
+        pytest.skip(reason)
+    aug = lk.make_augment("kornia", 48)
+    x = torch.stack([lk.ImageFolderDataset(images)[i]["image"] for i in range(8)]).cuda()
+    out = aug(x)
+    assert out.device.type == "cuda" and out.shape == (8, 3, 48, 48)

@@ -1,0 +1,146 @@
+"""labkit.prefetchers: the thread and CUDA-stream prefetchers (chapter 09)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+import labkit as lk
+from labkit.loaders import shutdown
+from tests.contracts import check_exactly_once, epoch_ids
+
+
+def _prefetch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("labkit-prefetch")]
+
+
+def _no_prefetch_thread_left(timeout: float = 2.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while _prefetch_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return not _prefetch_threads()
+
+
+@pytest.mark.parametrize("depth", [1, 2, 8])
+def test_order_preserved_every_item_once(depth):
+    got = list(lk.ThreadPrefetcher(range(1000), depth=depth))
+    assert got == list(range(1000))
+    assert _no_prefetch_thread_left()
+
+
+def test_reiterable_fresh_thread_per_pass():
+    p = lk.ThreadPrefetcher(range(10))
+    assert list(p) == list(p) == list(range(10))
+    assert len(p) == 10
+
+
+def test_exactly_once_over_workers_and_ranks():
+    ds = lk.WorkDataset(64, ms=0.0)
+
+    def make(rank, world_size, num_workers):
+        sampler = torch.utils.data.distributed.DistributedSampler(
+            ds, num_replicas=world_size, rank=rank, shuffle=False)
+        return lk.ThreadPrefetcher(lk.make_loader(ds, batch_size=8, num_workers=num_workers,
+                                                  sampler=sampler))
+
+    check_exactly_once(make, 64)
+    assert _no_prefetch_thread_left()
+
+
+def test_producer_exception_reaches_consumer():
+    def gen():
+        yield 1
+        yield 2
+        raise KeyError("boom in the producer")
+
+    it = iter(lk.ThreadPrefetcher(gen()))
+    assert next(it) == 1 and next(it) == 2
+    with pytest.raises(KeyError, match="boom in the producer"):
+        next(it)
+    with pytest.raises(StopIteration):
+        next(it)
+    assert _no_prefetch_thread_left()
+
+
+def test_dataloader_worker_error_propagates_and_workers_stop():
+    class Bad(torch.utils.data.Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            if i == 5:
+                raise ValueError("sample 5 is bad")
+            return i
+
+    loader = lk.make_loader(Bad(), batch_size=2)
+    with pytest.raises(ValueError, match="sample 5 is bad"):
+        list(lk.ThreadPrefetcher(loader))
+    assert _no_prefetch_thread_left()
+
+
+def test_early_break_leaves_no_thread():
+    produced = []
+
+    def gen():
+        for i in range(10_000):
+            produced.append(i)
+            yield i
+
+    p = lk.ThreadPrefetcher(gen(), depth=4)
+    for i in p:
+        if i == 3:
+            break
+    # the abandoned iterator is closed by garbage collection; lk.shutdown does it at once
+    assert _no_prefetch_thread_left()
+    assert len(produced) < 100  # the producer stopped, bounded by depth
+
+
+def test_shutdown_stops_thread_and_loader_workers(live_workers):
+    ds = lk.WorkDataset(200, ms=1.0, kind="sleep")
+    it = iter(lk.ThreadPrefetcher(lk.make_loader(ds, batch_size=4, num_workers=2)))
+    next(it)
+    shutdown(it)
+    assert _no_prefetch_thread_left()
+    assert not live_workers()
+
+
+def test_measure_accepts_a_prefetcher():
+    m = lk.measure(lk.ThreadPrefetcher(lk.make_loader(lk.WorkDataset(64, ms=0.0),
+                                                      batch_size=8)),
+                   step=lk.simulated_step(0.1), repeats=2)
+    assert m.samples == 64 and m.passes[0].batches == 8
+
+
+def test_depth_must_be_positive():
+    with pytest.raises(ValueError, match="depth must be at least 1"):
+        lk.ThreadPrefetcher([], depth=0)
+
+
+def test_to_device_cpu_keeps_structure():
+    batch = {"x": torch.ones(2), "ids": [torch.arange(2), 3]}
+    out = lk.to_device(batch, "cpu", pin=False)
+    assert set(out) == {"x", "ids"} and out["ids"][1] == 3
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
+def test_cuda_prefetcher_says_plainly_why_it_is_skipped():
+    ok, reason = lk.cuda_status()
+    assert not ok and ("CPU-only" in reason or "no CUDA device" in reason)
+    with pytest.raises(lk.LabkitError, match="cannot run here: .*(CPU-only|no CUDA)"):
+        lk.CudaStreamPrefetcher([torch.ones(2)])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_prefetcher_on_gpu_same_batches_in_order():
+    ds = lk.WorkDataset(256, ms=0.0)
+    loader = lk.make_loader(ds, batch_size=32, num_workers=2, pin_memory=True)
+    out = [(x, ids) for x, ids in lk.CudaStreamPrefetcher(loader, "cuda")]
+    assert all(x.device.type == "cuda" for x, _ in out)
+    assert torch.cat([ids.cpu() for _, ids in out]).tolist() == list(range(256))
+    ref = torch.cat([x for x, _ in lk.make_loader(ds, batch_size=32)])
+    assert torch.equal(torch.cat([x.cpu() for x, _ in out]), ref)
+    assert epoch_ids(lk.CudaStreamPrefetcher(loader)) == list(range(256))

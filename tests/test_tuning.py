@@ -1,0 +1,57 @@
+"""labkit.tuning: the known-cost workload and the num_workers suggestion (chapter 09)."""
+
+from __future__ import annotations
+
+import pytest
+
+import labkit as lk
+from tests.contracts import check_exactly_once, check_lazy_equals_eager
+
+
+def test_work_dataset_exactly_once_and_values():
+    ds = lk.WorkDataset(48, ms=0.0, features=4)
+    sampler = __import__("torch").utils.data.distributed.DistributedSampler
+
+    def make(rank, world_size, num_workers):
+        s = sampler(ds, num_replicas=world_size, rank=rank, shuffle=False)
+        return lk.make_loader(ds, batch_size=5, num_workers=num_workers, sampler=s)
+
+    check_exactly_once(make, 48)
+    n = check_lazy_equals_eager(lk.make_loader(ds, batch_size=7), lambda i: [float(i)] * 4)
+    assert n == 48
+
+
+def test_work_dataset_bad_args():
+    with pytest.raises(ValueError, match="kind must be"):
+        lk.WorkDataset(4, kind="spin")
+    with pytest.raises(IndexError):
+        lk.WorkDataset(4, ms=0)[4]
+
+
+def test_suggest_enough_workers_with_headroom():
+    s = lk.suggest_loader(worker_batches_per_s=10, step_batches_per_s=25, cores=8)
+    assert s.num_workers == 3 and s.limited_by == "step"  # 25 x 1.2 / 10 = 3.0
+    assert s.capacity_ratio == pytest.approx(30 / 25)
+    assert s.loader_kwargs() == {"num_workers": 3, "prefetch_factor": 2,
+                                 "persistent_workers": True}
+
+
+def test_suggest_capped_by_cores_says_so():
+    s = lk.suggest_loader(10, 100, cores=2)
+    assert s.num_workers == 2 and s.limited_by == "cores"
+    assert "only 2 cores" in s.reason and "loader-bound" in s.reason
+
+
+def test_suggest_prefetch_covers_slow_batches():
+    # 2 workers, 10 ms steps: 2 x 2 x 10 ms = 40 ms of buffer; a 100 ms p99 needs 5
+    s = lk.suggest_loader(60, 100, cores=4, batch_time_p99_s=0.100)
+    assert s.num_workers == 2 and s.prefetch_factor == 5
+
+
+def test_suggest_rejects_nonpositive_rates():
+    with pytest.raises(ValueError, match="positive"):
+        lk.suggest_loader(0, 10)
+
+
+def test_usable_cores():
+    assert lk.usable_cores() >= 1
