@@ -1,7 +1,7 @@
 """labkit: the helper package of the just-in-time data loading kit (``import labkit as lk``).
 
 Each name below is introduced in a chapter; the modules are one concept each:
-fixtures, faults, audits, meter, datasets, loaders, dashboard, plots, checkpoint, report, machine,
+fixtures, faults, audits, server, meter, datasets, loaders, dashboard, plots, checkpoint, report, machine,
 bench, runner. The public API is exactly ``__all__`` (sorted, checked by a test).
 """
 
@@ -25,6 +25,7 @@ from .plots import plot_throughput, plot_wait_compute
 from .report import comparison_rows, format_table, load_records, write_report
 from .runner import run_notebooks
 from .scale import SCALES, resolve_scale
+from .server import Fault, serve
 
 try:
     __version__ = _version("labkit")
@@ -37,6 +38,7 @@ __all__ = [
     "Dashboard",
     "DashboardModel",
     "DataFormatError",
+    "Fault",
     "Fixture",
     "FixtureError",
     "LabkitError",
@@ -67,6 +69,7 @@ __all__ = [
     "resolve_scale",
     "run_benchmark",
     "run_notebooks",
+    "serve",
     "shutdown",
     "simulated_step",
     "verify",
