@@ -1,8 +1,9 @@
 """labkit: the helper package of the just-in-time data loading kit (``import labkit as lk``).
 
 Each name below is introduced in a chapter; the modules are one concept each:
-fixtures, faults, audits, server, meter, datasets, loaders, dashboard, plots, checkpoint, report, machine,
-bench, runner. The public API is exactly ``__all__`` (sorted, checked by a test).
+fixtures, faults, audits, server, streaming, shuffling, resume, meter, datasets, loaders,
+dashboard, plots, checkpoint, report, machine, bench, runner. The public API is exactly
+``__all__`` (sorted, checked by a test).
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from .fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, v
 from .loaders import make_loader, shutdown, worker_processes
 from .machine import environment, format_environment, versions
 from .meter import Measurement, compare, measure, simulated_step
-from .plots import plot_throughput, plot_wait_compute
+from .plots import plot_shuffle_quality, plot_throughput, plot_wait_compute
 from .report import comparison_rows, format_table, load_records, write_report
+from .resume import ResumeTrial, format_resume_table, resume_trial
 from .runner import run_notebooks
 from .scale import SCALES, resolve_scale
 from .server import Fault, serve
+from .shuffling import shard_of_bounds, shuffle_quality
+from .streaming import ShardStream, split_by_rank
 
 try:
     __version__ = _version("labkit")
@@ -47,8 +51,10 @@ __all__ = [
     "MemmapRows",
     "NpyFilesDataset",
     "RecordError",
+    "ResumeTrial",
     "SCALES",
     "ScaleError",
+    "ShardStream",
     "audit",
     "compare",
     "comparison_rows",
@@ -58,20 +64,26 @@ __all__ = [
     "fixture",
     "format_environment",
     "format_fixture_table",
+    "format_resume_table",
     "format_table",
     "load_records",
     "make_loader",
     "measure",
     "open_array",
+    "plot_shuffle_quality",
     "plot_throughput",
     "plot_wait_compute",
     "read_checkpoint",
     "resolve_scale",
+    "resume_trial",
     "run_benchmark",
     "run_notebooks",
     "serve",
+    "shard_of_bounds",
+    "shuffle_quality",
     "shutdown",
     "simulated_step",
+    "split_by_rank",
     "verify",
     "versions",
     "worker_processes",
