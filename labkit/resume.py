@@ -34,10 +34,11 @@ class ResumeRun:
     lost: int        # reference deliveries that never came
     duplicated: int  # deliveries beyond what the reference delivered
     same_order: bool
+    error: str | None = None  # what the resumed loader raised (``record_errors=True``)
 
     @property
     def ok(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0 and self.same_order
+        return self.lost == 0 and self.duplicated == 0 and self.same_order and not self.error
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ class ResumeTrial:
 
     def rows(self) -> list[dict]:
         return [{"loader": self.name, "run": r.name, "delivered": len(r.ids), "lost": r.lost,
-                 "duplicated": r.duplicated, "same_order": r.same_order} for r in self.runs]
+                 "duplicated": r.duplicated, "same_order": r.same_order, "error": r.error}
+                for r in self.runs]
 
     def table(self, header: bool = True) -> str:
         """Fixed-width, deterministic for a deterministic loader."""
@@ -74,7 +76,8 @@ def format_resume_table(trials, header: bool = True) -> str:
     for r in rows:
         lines.append(f"{r['loader']:<{width}}  {r['run']:<15} {r['delivered']:>9} "
                      f"{r['lost']:>6} {r['duplicated']:>10}  "
-                     f"{'yes' if r['same_order'] else 'no'}")
+                     f"{'yes' if r['same_order'] else 'no'}"
+                     + (f"  ({r['error']})" if r.get("error") else ""))
     return "\n".join(lines)
 
 
@@ -92,7 +95,7 @@ def _load_state(loader, state) -> None:
 
 def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loader",
                  state_of: Callable = _state_of, load_state: Callable = _load_state,
-                 ids_of: Callable = default_ids) -> ResumeTrial:
+                 ids_of: Callable = default_ids, record_errors: bool = False) -> ResumeTrial:
     """Run an epoch uninterrupted, resumed once, resumed twice; count lost/duplicated samples.
 
     Args:
@@ -104,16 +107,19 @@ def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loade
         state_of, load_state: how to save and restore (default: the loader's own
             ``state_dict`` / ``load_state_dict``).
         ids_of: sample ids of a batch.
+        record_errors: when a restored loader raises, record the error in its row (the
+            samples it never delivered count as lost) instead of raising.
     """
-    def run(breaks) -> list[int]:
+    def run(breaks) -> tuple[list[int], str | None]:
         out: list[int] = []
         state = None
-        for stop in [*breaks, None]:
-            loader = make()
-            if state is not None:
-                load_state(loader, state)
-            it = iter(loader)
+        for i, stop in enumerate([*breaks, None]):
+            it = None
             try:
+                loader = make()
+                if state is not None:
+                    load_state(loader, state)
+                it = iter(loader)
                 n = 0
                 for batch in it:
                     out += ids_of(batch)
@@ -121,17 +127,21 @@ def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loade
                     if stop is not None and n == stop:
                         break
                 state = _roundtrip(state_of(loader)) if stop is not None else None
+            except Exception as e:
+                if not (record_errors and i > 0):
+                    raise
+                return out, f"{type(e).__name__} after resume {i}: {str(e).splitlines()[-1][:60]}"
             finally:
                 shutdown(it)
-        return out
+        return out, None
 
     stops = tuple(int(s) for s in stops)
-    ref = run(())
+    ref, _ = run(())
     runs = [ResumeRun("uninterrupted", tuple(ref), 0, 0, True)]
     want = Counter(ref)
     for label, breaks in (("resumed once", stops[:1]), ("resumed twice", stops[:2])):
-        got = run(breaks)
+        got, error = run(breaks)
         have = Counter(got)
         runs.append(ResumeRun(label, tuple(got), sum((want - have).values()),
-                              sum((have - want).values()), got == ref))
+                              sum((have - want).values()), got == ref, error))
     return ResumeTrial(name, stops, tuple(runs))

@@ -52,3 +52,25 @@ def test_table_is_deterministic_and_combines_trials():
                                             "same", "order"]
     assert text.splitlines()[-1].split() == ["b", "resumed", "twice", "32", "8", "0", "no"]
     assert str(a) == a.table()
+
+
+class Breaks(Counting):
+    """Restores, then raises on the next iteration (a loader whose resume is broken)."""
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.broken = True
+
+    def __iter__(self):
+        if getattr(self, "broken", False):
+            raise IndexError("list index out of range")
+        yield from super().__iter__()
+
+
+def test_errors_after_resume_are_recorded_when_asked():
+    with pytest.raises(IndexError):
+        lk.resume_trial(lambda: Breaks(), stops=(3, 2))
+    trial = lk.resume_trial(lambda: Breaks(), stops=(3, 2), record_errors=True, name="broken")
+    once = trial.runs[1]
+    assert once.error.startswith("IndexError after resume 1") and once.lost == 28
+    assert not trial.ok and "(IndexError after resume 1" in trial.table()
