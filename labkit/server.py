@@ -38,6 +38,7 @@ class Fault:
             only a client timeout gets the reader out).
         path: a glob matched against the request path without the leading ``/``
             (``"shard-00001.tar"``, ``"*.tar"``); ``None`` matches every path.
+        method: only requests with this method (``"GET"``, ``"HEAD"``); ``None``: any.
         nth: which matching requests fail, counting from 1 (``(1,)``: the first one only,
             so a retry succeeds); ``None``: every matching request.
         code: the status for ``kind="status"``.
@@ -48,6 +49,7 @@ class Fault:
     kind: str
     path: str | None = None
     nth: tuple[int, ...] | None = None
+    method: str | None = None
     code: int = 503
     after_bytes: int = 0
     stall_s: float = 30.0
@@ -61,8 +63,9 @@ class Fault:
         if self.kind == "status" and not 400 <= self.code <= 599:
             raise ValueError(f"Fault code={self.code}: an error status, 400-599")
 
-    def matches(self, path: str) -> bool:
-        return self.path is None or fnmatch.fnmatchcase(path, self.path)
+    def matches(self, path: str, method: str = "GET") -> bool:
+        return ((self.path is None or fnmatch.fnmatchcase(path, self.path))
+                and (self.method is None or self.method.upper() == method))
 
     def __str__(self) -> str:
         what = {"status": f"status {self.code}", "drop": f"drop after {self.after_bytes} B",
@@ -150,14 +153,14 @@ class Server:
         return [self.url_for(p.relative_to(self.folder))
                 for p in sorted(self.folder.glob(pattern)) if p.is_file()]
 
-    def _next(self, path: str) -> tuple[int, Fault | None]:
+    def _next(self, path: str, method: str) -> tuple[int, Fault | None]:
         """Number this request and pick the first fault that applies (deterministic)."""
         with self._lock:
             self._count += 1
             self._in_flight += 1
             hit = None
             for i, f in enumerate(self.faults):
-                if f.matches(path):
+                if f.matches(path, method):
                     self._matched[i] += 1
                     if hit is None and (f.nth is None or self._matched[i] in f.nth):
                         hit = f
@@ -236,7 +239,7 @@ def _handler_for(server: Server):
         def _answer(self, body: bool):
             t0 = time.perf_counter()
             path = unquote(urlparse(self.path).path).lstrip("/")
-            n, fault = server._next(path)
+            n, fault = server._next(path, self.command)
             rng = self.headers.get("Range")
             status, sent, note = self._respond(path, rng, body, fault)
             server._record(Request(n, self.command, path, rng, status, sent,

@@ -176,3 +176,10 @@ def test_log_counts_every_request_in_order(folder):
             get(srv.url_for("sub/b.bin"))
         assert [r.n for r in srv.log] == [1, 2, 3]
         assert srv.table().splitlines()[2].split()[:5] == ["1", "GET", "sub/b.bin", "-", "200"]
+
+
+def test_fault_can_target_one_method(folder):
+    with lk.serve(folder, faults=[lk.Fault("status", method="GET", nth=1, code=500)]) as srv:
+        assert raw(srv, "HEAD", "/a.bin")[0] == 200  # HEADs are not counted
+        assert raw(srv, "GET", "/a.bin")[0] == 500
+        assert raw(srv, "GET", "/a.bin")[0] == 200
