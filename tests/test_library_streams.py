@@ -105,3 +105,26 @@ def test_hf_shuffled_resume_in_stateful_dataloader_workers_fails_to_restore(pq_f
                             ids_of=lambda b: b["id"].tolist())
     assert trial.runs[0].ok
     assert "IndexError" in (trial.runs[1].error or ""), trial.table()
+
+
+@pytest.mark.parametrize("fault, error", [
+    (lk.Fault("drop", path="shard-00001.tar", after_bytes=20_000), "exit 18|unexpected end"),
+    (lk.Fault("status", path="shard-00001.tar", code=404), "exit 22|empty file"),
+])
+def test_webdataset_over_http_faults_raise_and_leave_no_curl_behind(wds_fx, fault, error):
+    import webdataset as wds
+
+    with lk.serve(wds_fx, faults=[fault]) as srv:
+        with pytest.raises(Exception, match=error):
+            sum(1 for _ in wds.WebDataset(srv.urls("*.tar"), shardshuffle=False))
+    assert not lk.worker_processes()  # curl is a child process: it must be gone
+
+
+def test_webdataset_over_http_retries_a_transient_503(wds_fx):
+    import webdataset as wds
+
+    fault = lk.Fault("status", path="shard-00000.tar", nth=1)
+    with lk.serve(wds_fx, faults=[fault]) as srv:
+        n = sum(1 for _ in wds.WebDataset(srv.urls("*.tar"), shardshuffle=False))
+        statuses = [r.status for r in srv.log if r.path == "shard-00000.tar"]
+    assert n == wds_fx.samples and statuses == [503, 200]  # curl --retry
