@@ -14,7 +14,7 @@ from contracts import check_exactly_once, check_resume, check_same_order
 
 import labkit as lk
 
-pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated")
+pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
 
 
 @pytest.fixture(scope="module")

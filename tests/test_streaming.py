@@ -16,6 +16,8 @@ import labkit as lk
 from labkit.errors import DataFormatError
 from labkit.streaming import buffer_order
 
+pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
+
 
 def _loader(stream, num_workers=0, batch_size=32):
     return lk.make_loader(stream, batch_size=batch_size, num_workers=num_workers, timeout=30)
