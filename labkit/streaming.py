@@ -187,7 +187,7 @@ class ShardStream(IterableDataset):
         try:
             for s, k in order[skip:]:
                 if s not in handles:
-                    for h in handles.values():  # one shard open at a time (plus a neighbour)
+                    for h in handles.values():  # one shard open at a time
                         h.close()
                     handles = {s: open(self.shards[s], "rb")}
                 sample = self._read(s, k, handles[s])
