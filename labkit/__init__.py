@@ -2,9 +2,9 @@
 
 Each name below is introduced in a chapter; the modules are one concept each:
 fixtures, faults, audits, meter, pagecache, memcap, memory, datasets, copyonread, streams,
-sharding, rowgroups, launch, loaders, prefetchers, tuning, images, stages, gpu, dashboard,
-plots, checkpoint, report, machine, bench, runner. The public API is exactly ``__all__``
-(sorted, checked by a test).
+sharding, rowgroups, launch, server, tarshards, resume, shuffling, loaders, prefetchers,
+tuning, images, stages, gpu, dashboard, plots, checkpoint, report, machine, bench, runner.
+The public API is exactly ``__all__`` (sorted, checked by a test).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from .plots import (
     plot_heatmap,
     plot_rates,
     plot_scaling,
+    plot_shuffle_quality,
     plot_stages,
     plot_throughput,
     plot_wait_compute,
@@ -55,12 +56,16 @@ from .plots import (
 )
 from .prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
 from .report import comparison_rows, format_table, load_records, write_report
+from .resume import ResumeTrial, format_resume_table, resume_trial
 from .rowgroups import ParquetRowGroups, open_parquet
 from .runner import run_notebooks
 from .scale import SCALES, resolve_scale
+from .server import Fault, serve
 from .sharding import ShardPlan, shard_plan
+from .shuffling import shard_of_bounds, shuffle_quality
 from .stages import StageBreakdown, stage_breakdown
 from .streams import RowRange, ShardStream, deliveries, range_worker_init
+from .tarshards import TarShardStream, split_by_rank
 from .tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
 
 try:
@@ -77,6 +82,7 @@ __all__ = [
     "Dashboard",
     "DashboardModel",
     "DataFormatError",
+    "Fault",
     "Fixture",
     "FixtureError",
     "ImageFolderDataset",
@@ -89,6 +95,7 @@ __all__ = [
     "ParquetRowGroups",
     "PyObjectRows",
     "RecordError",
+    "ResumeTrial",
     "RowRange",
     "SCALES",
     "ScaleError",
@@ -96,6 +103,7 @@ __all__ = [
     "ShardStream",
     "StageBreakdown",
     "Suggestion",
+    "TarShardStream",
     "ThreadPrefetcher",
     "TorchrunResult",
     "WorkDataset",
@@ -117,6 +125,7 @@ __all__ = [
     "fixture",
     "format_environment",
     "format_fixture_table",
+    "format_resume_table",
     "format_table",
     "gpu_decode_rate",
     "gpu_decode_status",
@@ -133,6 +142,7 @@ __all__ = [
     "plot_heatmap",
     "plot_rates",
     "plot_scaling",
+    "plot_shuffle_quality",
     "plot_stages",
     "plot_throughput",
     "plot_wait_compute",
@@ -140,13 +150,18 @@ __all__ = [
     "range_worker_init",
     "read_checkpoint",
     "resolve_scale",
+    "resume_trial",
     "run_benchmark",
     "run_capped",
     "run_notebooks",
+    "serve",
+    "shard_of_bounds",
     "shard_plan",
+    "shuffle_quality",
     "shutdown",
     "simulated_step",
     "skip_collate",
+    "split_by_rank",
     "stage_breakdown",
     "suggest_loader",
     "to_device",

@@ -93,3 +93,21 @@ def check_lazy_equals_eager(lazy: Iterable, eager: Callable[[int], np.ndarray], 
     finally:
         shutdown(it)
     return n
+
+
+def check_resume(make: Callable, stops=(3, 2), *, name: str = "loader", ids_of=default_ids,
+                 state_of: Callable | None = None, load_state: Callable | None = None):
+    """Uninterrupted = resumed once = resumed twice: same ids, same order, none lost or repeated.
+
+    ``make()`` returns a fresh stateful loader (a restart); ``state_of(loader)`` and
+    ``load_state(loader, state)`` default to its ``state_dict`` / ``load_state_dict``.
+    Returns the :class:`labkit.ResumeTrial` (its ``table()`` counts lost/duplicated ids).
+    """
+    from labkit.resume import resume_trial
+
+    kw = {k: v for k, v in (("state_of", state_of), ("load_state", load_state)) if v}
+    trial = resume_trial(make, stops, name=name, ids_of=ids_of, **kw)
+    if not trial.ok:
+        raise AssertionError(f"resume changed the epoch:\n{trial.table()}")
+    assert len(trial.runs[0].ids) > sum(stops), "the epoch ended before the last stop"
+    return trial

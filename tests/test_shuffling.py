@@ -1,0 +1,51 @@
+"""Shuffle-quality metrics: known values for the stored order and a full permutation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labkit as lk
+from labkit.shuffling import (
+    displacement,
+    expected_same_shard,
+    rank_correlation,
+    same_shard_neighbours,
+)
+
+SHARD = lk.shard_of_bounds([0, 250, 500, 750])
+
+
+def test_stored_order_is_unshuffled():
+    q = lk.shuffle_quality(range(1000), SHARD, [250] * 4)
+    assert q["displacement"] == 0 and q["rank_correlation"] == 1
+    assert q["same_shard_neighbours"] == pytest.approx(996 / 999)
+
+
+def test_full_permutation_matches_expectations():
+    order = np.random.default_rng(0).permutation(20_000)
+    shard = lk.shard_of_bounds(np.arange(0, 20_000, 5_000))
+    assert displacement(order) == pytest.approx(1 / 3, abs=0.01)
+    assert abs(rank_correlation(order)) < 0.03
+    assert same_shard_neighbours(order, shard) == pytest.approx(
+        expected_same_shard([5_000] * 4), abs=0.02)
+
+
+def test_reversed_order_has_rank_correlation_minus_one():
+    assert rank_correlation(range(99, -1, -1)) == pytest.approx(-1)
+
+
+def test_works_on_any_ids_not_only_0_to_n():
+    q = lk.shuffle_quality([10, 30, 20], None)
+    assert q["samples"] == 3 and "same_shard_neighbours" not in q
+
+
+def test_empty_order_is_an_error():
+    with pytest.raises(ValueError):
+        displacement([])
+
+
+def test_plot_returns_a_figure():
+    fig = lk.plot_shuffle_quality({"a": [(0, {"same_shard_neighbours": 1.0}),
+                                         (10, {"same_shard_neighbours": 0.5})]}, reference=0.25)
+    assert fig.axes[0].get_xscale() == "log"

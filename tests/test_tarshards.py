@@ -1,0 +1,120 @@
+"""lk.TarShardStream: the kit's resumable stream over tar shards, under the shared contracts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from contracts import (
+    check_exactly_once,
+    check_lazy_equals_eager,
+    check_resume,
+    check_same_order,
+    epoch_ids,
+)
+
+import labkit as lk
+from labkit.errors import DataFormatError
+from labkit.tarshards import buffer_order
+
+pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
+
+
+def _loader(stream, num_workers=0, batch_size=32):
+    return lk.make_loader(stream, batch_size=batch_size, num_workers=num_workers, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def wds(ci_fixture):
+    return ci_fixture("wds")
+
+
+@pytest.mark.parametrize("buffer_size", [0, 64])
+def test_exactly_once_over_workers_and_ranks(wds, buffer_size):
+    def make(rank, world_size, num_workers):
+        return _loader(lk.TarShardStream(wds, seed=1, buffer_size=buffer_size, rank=rank,
+                                      world_size=world_size), num_workers)
+
+    check_exactly_once(make, wds.samples)
+
+
+def test_same_seed_same_order_new_epoch_new_order(wds):
+    def make_seeded(seed, epoch):
+        s = lk.TarShardStream(wds, seed=seed, buffer_size=64)
+        s.set_epoch(epoch)
+        return _loader(s)
+
+    first = check_same_order(make_seeded)
+    assert sorted(first) == list(range(wds.samples))
+
+
+def test_unshuffled_is_the_stored_order(wds):
+    ids = epoch_ids(_loader(lk.TarShardStream(wds, shuffle_shards=False)))
+    assert ids == list(range(wds.samples))
+
+
+def test_lazy_equals_eager_npy_members(wds):
+    import io
+    import tarfile
+
+    eager = {}
+    for shard in wds.file_list(".tar"):
+        with tarfile.open(shard) as tar:
+            for m in tar:
+                if m.name.endswith(".npy"):
+                    eager[int(m.name.split(".")[0])] = np.load(io.BytesIO(tar.extractfile(m)
+                                                                          .read()))
+    n = check_lazy_equals_eager(_loader(lk.TarShardStream(wds, buffer_size=64)), eager.__getitem__,
+                                values_of=lambda b: b["features"])
+    assert n == wds.samples
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_resume_with_stateful_dataloader(wds, num_workers):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def make():
+        kw = {"timeout": 30} if num_workers else {}
+        return StatefulDataLoader(lk.TarShardStream(wds, seed=3, buffer_size=64), batch_size=32,
+                                  num_workers=num_workers, **kw)
+
+    trial = check_resume(make, stops=(3, 4), name=f"TarShardStream w{num_workers}")
+    assert [r.name for r in trial.runs] == ["uninterrupted", "resumed once", "resumed twice"]
+
+
+def test_resume_of_the_dataset_itself(wds):
+    """No torchdata: iterate the stream and save its own state between samples."""
+    def make():
+        return lk.TarShardStream(wds, seed=3, buffer_size=64)
+
+    check_resume(make, stops=(100, 57), ids_of=lambda sample: [sample["id"]])
+
+
+def test_state_for_another_stream_is_refused(wds):
+    state = lk.TarShardStream(wds, seed=3).state_dict()
+    with pytest.raises(ValueError, match="different stream"):
+        lk.TarShardStream(wds, seed=4).load_state_dict(state)
+
+
+def test_buffer_order_is_a_permutation():
+    rng = np.random.default_rng(0)
+    out = buffer_order(list(range(100)), 10, rng)
+    assert sorted(out) == list(range(100)) and out != list(range(100))
+    assert buffer_order([1, 2, 3], 0, rng) == [1, 2, 3]
+
+
+def test_truncated_shard_names_the_file(wds, tmp_path):
+    bad = lk.damaged_copy(wds, tmp_path / "wds", "truncate", file="shard-00001.tar", at=0.5)
+    with pytest.raises(DataFormatError, match="shard-00001.tar"):
+        epoch_ids(_loader(lk.TarShardStream(tmp_path / "wds", shuffle_shards=False)))
+    assert bad.name == "shard-00001.tar"
+
+
+def test_missing_shard_names_the_file(wds, tmp_path):
+    with pytest.raises(DataFormatError, match="gone.tar"):
+        epoch_ids(_loader(lk.TarShardStream([tmp_path / "gone.tar"])))
+
+
+def test_split_by_rank_takes_every_nth():
+    assert list(lk.split_by_rank(1, 3)(iter(range(10)))) == [1, 4, 7]
+    with pytest.raises(ValueError):
+        lk.split_by_rank(2, 2)
