@@ -77,6 +77,7 @@ def test_shard_stream_same_seed_same_order(shards_fx):
     check_same_order(make)
 
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")  # 3 on 2 cores
 def test_fewer_shards_than_workers_leaves_workers_idle(shards_fx):
     loader = make_loader(ShardStream(shards_fx, shards=[0, 1], tag=True), batch_size=64,
                          num_workers=3)
