@@ -48,8 +48,8 @@ def main() -> None:
                 block = np.array(arr[lo:lo + step])  # one batch copied out, then dropped
                 total += float(block[:, 0].sum(dtype=np.float64))
                 result["rows"] += len(block)
+                sample()  # while the batch copy is alive: it is part of the peak
                 del block
-                sample()
             result["checksum"] = total
     except MemoryError as e:
         result["error"] = f"MemoryError: {e}"

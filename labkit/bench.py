@@ -148,7 +148,6 @@ def mmap_read(mib: int = 256, batch_kib: int = 256, trials: int = 7) -> dict:
     baseline is ``f.readinto``, the cheapest way Python reads a cached file. Trials
     alternate; each side's figure is its fastest trial (noise only adds time).
     """
-    import os
     import tempfile
 
     import numpy as np
@@ -156,10 +155,10 @@ def mmap_read(mib: int = 256, batch_kib: int = 256, trials: int = 7) -> dict:
     nbytes, chunk = mib << 20, batch_kib << 10
     with tempfile.TemporaryDirectory(prefix="labkit-bench-mmap-") as tmp:
         path = os.path.join(tmp, "data.raw")
-        block = np.random.default_rng(0).integers(0, 255, 1 << 20, dtype=np.uint8)
+        block = np.random.default_rng(0).integers(0, 255, 1 << 20, dtype=np.uint8).tobytes()
         with open(path, "wb") as f:
             for _ in range(mib):
-                f.write(block.tobytes())
+                f.write(block)
         buf = np.empty(chunk, np.uint8)
         view = memoryview(buf)
 

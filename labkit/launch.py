@@ -81,9 +81,8 @@ def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, **params) -> T
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
                "--nnodes=1", "--master-addr=127.0.0.1", f"--master-port={free_port()}",
                str(tmp / "job.py"), str(tmp / "config.json")]
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCHELASTIC_ERROR_FILE": "",
-               "PYTHONUNBUFFERED": "1"}
-        env.pop("TORCHELASTIC_ERROR_FILE")
+        env = {k: v for k, v in os.environ.items() if k != "TORCHELASTIC_ERROR_FILE"}
+        env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         t0 = time.perf_counter()
         # own session: a timeout kills torchrun, its ranks and their DataLoader workers
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -42,7 +42,7 @@ class WorkerMemory:
 def worker_memory(loader, every: int = 4, name: str | None = None) -> WorkerMemory:
     """Run one epoch of ``loader`` (with workers) sampling each worker's memory.
 
-    Every ``every`` batches (and after the first and the last), each live worker's
+    Every ``every`` batches (and at the first and the last), each live worker's
     ``psutil.Process.memory_full_info()`` gives USS and PSS. Workers are named by start
     order (``worker0``, ...). The iterator is shut down at the end.
     """
@@ -71,13 +71,20 @@ def worker_memory(loader, every: int = 4, name: str | None = None) -> WorkerMemo
             out.uss.setdefault(w, []).append(uss)
             out.pss.setdefault(w, []).append(pss)
 
+    try:
+        last = len(loader)
+    except TypeError:  # an IterableDataset without __len__: sample after the loop
+        last = None
     it = iter(loader)
     n = 0
     try:
         for n, _ in enumerate(it, 1):
-            if n == 1 or n % every == 0:
+            # the last batch is sampled inside the loop: once the iterator is exhausted,
+            # non-persistent workers are gone and there is nothing left to measure
+            if n == 1 or n % every == 0 or n == last:
                 sample(n)
-        sample(n)
+        if last is None or n != last:
+            sample(n)
     finally:
         shutdown(it)
     if not out.uss:
