@@ -130,7 +130,8 @@ def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loade
             except Exception as e:
                 if not (record_errors and i > 0):
                     raise
-                return out, f"{type(e).__name__} after resume {i}: {str(e).splitlines()[-1][:60]}"
+                last = (str(e).splitlines() or [""])[-1]  # an empty message has no lines
+                return out, f"{type(e).__name__} after resume {i}: {last[:60]}"
             finally:
                 shutdown(it)
         return out, None

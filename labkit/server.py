@@ -81,7 +81,7 @@ class Request:
     method: str
     path: str
     range: str | None   # the Range header as sent
-    status: int
+    status: int | None  # None: the client hung up before a status was sent
     bytes_sent: int     # body bytes actually written
     fault: str | None
     seconds: float
@@ -191,7 +191,7 @@ class Server:
         lines = [head, "-" * len(head)]
         for r in rows:
             lines.append(f"{r.n:>4}  {r.method:<6} {r.path:<28} {r.range or '-':<18} "
-                         f"{r.status:>6} {r.bytes_sent:>10}  {r.fault or ''}")
+                         f"{r.status or '-':>6} {r.bytes_sent:>10}  {r.fault or ''}")
         return "\n".join(lines)
 
     def stop(self) -> None:
@@ -241,9 +241,16 @@ def _handler_for(server: Server):
             path = unquote(urlparse(self.path).path).lstrip("/")
             n, fault = server._next(path, self.command)
             rng = self.headers.get("Range")
-            status, sent, note = self._respond(path, rng, body, fault)
-            server._record(Request(n, self.command, path, rng, status, sent,
-                                   str(fault) if fault else note, time.perf_counter() - t0))
+            status, sent, note = None, 0, ""
+            try:
+                status, sent, note = self._respond(path, rng, body, fault)
+            except OSError as e:  # the client hung up mid-answer: still a request to log
+                self.close_connection = True
+                note = f"client gone ({type(e).__name__})"
+            finally:  # always recorded: the log waits for requests in flight
+                server._record(Request(n, self.command, path, rng, status, sent,
+                                       str(fault) if fault else note,
+                                       time.perf_counter() - t0))
 
         def _wait(self, seconds: float) -> bool:
             """Sleep unless the server stops first; False if it stopped."""

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import IterableDataset
 
 from .errors import DataFormatError
+from .sharding import assign, current_split
 
 
 def shard_files(source) -> list[Path]:
@@ -42,19 +43,24 @@ def index_shard(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
     """``[(key, {ext: (offset, size)})]`` in file order, from the tar headers only."""
     samples: dict[str, dict[str, tuple[int, int]]] = {}
     try:
+        size = path.stat().st_size
         with tarfile.open(path, "r:") as tar:
             for m in tar:
                 if not m.isfile():
                     continue
                 key, _, ext = m.name.partition(".")
                 samples.setdefault(key, {})[ext] = (m.offset_data, m.size)
-                if m.offset_data + m.size > path.stat().st_size:
-                    raise DataFormatError(f"{path}: member {m.name} runs past the end of the "
-                                          "file; the shard is truncated")
+            # tarfile stops quietly at a header cut short, so check the archive's end once:
+            # a whole tar ends with two 512-byte zero blocks after the last member
+            end = tar.offset
     except FileNotFoundError:
         raise DataFormatError(f"{path}: shard not found") from None
     except tarfile.TarError as e:
         raise DataFormatError(f"{path}: not a readable tar shard ({e})") from None
+    if end + 1024 > size:
+        raise DataFormatError(f"{path}: the shard is truncated ({size} bytes, its members and "
+                              f"end-of-archive blocks need {end + 1024}); {len(samples)} "
+                              "samples readable before the cut")
     return list(samples.items())
 
 
@@ -75,12 +81,6 @@ class split_by_rank:  # noqa: N801 - used like webdataset's split_by_node functi
 
     def __repr__(self) -> str:
         return f"split_by_rank({self.rank}, {self.world_size})"
-
-
-def _slot() -> tuple[int, int]:
-    """(this worker's index, number of workers) in the DataLoader; (0, 1) in the main process."""
-    info = get_worker_info()
-    return (0, 1) if info is None else (info.id, info.num_workers)
 
 
 def buffer_order(positions: list, buffer_size: int, rng: np.random.Generator) -> list:
@@ -116,8 +116,9 @@ class TarShardStream(IterableDataset):
         seed: the shuffle seed; the epoch (:meth:`set_epoch`) is mixed in.
         shuffle_shards: permute the shard list every epoch.
         buffer_size: shuffle samples through a buffer this big (0: no sample shuffle).
-        rank, world_size: this process's place among ranks (default: ``RANK`` /
-            ``WORLD_SIZE`` from the environment, else 0 and 1).
+        rank, world_size: this process's place among ranks (default: as
+            :func:`labkit.sharding.current_split` finds it, when iterating: an initialised
+            ``torch.distributed``, else ``RANK`` / ``WORLD_SIZE``, else 0 and 1).
     """
 
     def __init__(self, source, *, seed: int = 0, shuffle_shards: bool = True,
@@ -125,18 +126,21 @@ class TarShardStream(IterableDataset):
         super().__init__()
         self.shards = shard_files(source)
         self.seed, self.shuffle_shards, self.buffer_size = int(seed), shuffle_shards, buffer_size
-        self.rank = int(os.environ.get("RANK", 0)) if rank is None else rank
-        self.world_size = int(os.environ.get("WORLD_SIZE", 1)) if world_size is None \
-            else world_size
-        if not 0 <= self.rank < self.world_size:
-            raise ValueError(f"rank={self.rank} outside world_size={self.world_size}")
+        self.rank, self.world_size = rank, world_size
+        current_split(rank, world_size)  # fails now, not in a worker, on a bad rank
         self.epoch = 0
         self._index: dict[int, list] = {}
         self._yielded = 0        # samples this process's current iterator has yielded
         self._skip = 0           # samples to skip at the next __iter__ (set by a resume)
 
     def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch: a new shard and buffer permutation, the same for the same seed."""
+        """Choose the epoch: a new shard and buffer permutation, the same for the same seed.
+
+        A new epoch starts from its beginning (a resume's skip count belongs to the epoch
+        it was saved in); setting the same epoch again keeps a pending resume.
+        """
+        if int(epoch) != self.epoch:
+            self._yielded = self._skip = 0
         self.epoch = int(epoch)
 
     def _shard_index(self, s: int) -> list:
@@ -144,14 +148,15 @@ class TarShardStream(IterableDataset):
             self._index[s] = index_shard(self.shards[s])
         return self._index[s]
 
-    def order(self, worker: int = 0, num_workers: int = 1) -> list[tuple[int, int]]:
+    def _order(self, rank: int, world_size: int, worker: int,
+               num_workers: int) -> list[tuple[int, int]]:
         """This slot's ``(shard, index-in-shard)`` positions for the epoch, in yield order."""
-        slots = self.world_size * num_workers
-        slot = self.rank * num_workers + worker
+        slot = rank * num_workers + worker
         shards = np.arange(len(self.shards))
         if self.shuffle_shards:
             shards = np.random.default_rng([self.seed, self.epoch]).permutation(shards)
-        mine = [int(s) for s in shards[slot::slots]]
+        mine = [int(shards[i]) for i in assign(len(shards), rank, world_size, worker,
+                                               num_workers)]
         positions = [(s, k) for s in mine for k in range(len(self._shard_index(s)))]
         rng = np.random.default_rng([self.seed, self.epoch, slot, 1])
         return buffer_order(positions, self.buffer_size, rng)
@@ -179,23 +184,22 @@ class TarShardStream(IterableDataset):
         return {"id": int(key), "label": label, "features": torch.from_numpy(features)}
 
     def __iter__(self):
-        worker, num_workers = _slot()
-        order = self.order(worker, num_workers)
+        order = self._order(*current_split(self.rank, self.world_size))
         skip, self._skip = self._skip, 0
         self._yielded = skip
-        handles: dict[int, object] = {}
+        current, fh = None, None  # one shard open at a time
         try:
             for s, k in order[skip:]:
-                if s not in handles:
-                    for h in handles.values():  # one shard open at a time
-                        h.close()
-                    handles = {s: open(self.shards[s], "rb")}
-                sample = self._read(s, k, handles[s])
+                if s != current:
+                    if fh is not None:
+                        fh.close()
+                    current, fh = s, open(self.shards[s], "rb")
+                sample = self._read(s, k, fh)
                 self._yielded += 1
                 yield sample
         finally:
-            for h in handles.values():
-                h.close()
+            if fh is not None:
+                fh.close()
 
     def state_dict(self) -> dict:
         """Where this process's iterator stands: enough to continue exactly there."""
@@ -209,4 +213,4 @@ class TarShardStream(IterableDataset):
         if theirs != mine:
             raise ValueError(f"state is for a different stream: {theirs}, this one is {mine}")
         self.epoch, self._skip = int(state["epoch"]), int(state["yielded"])
-        self._yielded = self._skip
+        self._yielded = self._skip  # state_dict() before the next iter() says the same

@@ -19,17 +19,12 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from labkit.audits import _ids, audit
+from labkit.audits import audit
 from labkit.loaders import shutdown
+from labkit.resume import default_ids
 
 WORKERS = (0, 1, 2)
 WORLD_SIZES = (1, 2)
-
-
-def default_ids(batch) -> list[int]:
-    if isinstance(batch, dict):
-        return _ids(batch["id"])
-    return _ids(batch[1])
 
 
 def epoch_ids(loader: Iterable, ids_of: Callable = default_ids) -> list[int]:

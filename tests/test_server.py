@@ -183,3 +183,19 @@ def test_fault_can_target_one_method(folder):
         assert raw(srv, "HEAD", "/a.bin")[0] == 200  # HEADs are not counted
         assert raw(srv, "GET", "/a.bin")[0] == 500
         assert raw(srv, "GET", "/a.bin")[0] == 200
+
+
+def test_a_client_that_hangs_up_is_still_logged(folder):
+    """A reset before the answer must not leave the request "in flight" (the log waits)."""
+    import struct
+
+    with lk.serve(folder, latency_s=0.3, faults=[lk.Fault("status", code=503)]) as srv:
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        s.sendall(b"GET /a.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()  # RST while the server is still in its latency
+        time.sleep(0.6)
+        t0 = time.monotonic()
+        log = srv.log
+        assert time.monotonic() - t0 < 1.0
+        assert [(r.n, r.path) for r in log] == [(1, "a.bin")]

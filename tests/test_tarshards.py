@@ -109,6 +109,26 @@ def test_truncated_shard_names_the_file(wds, tmp_path):
     assert bad.name == "shard-00001.tar"
 
 
+def test_shard_cut_inside_a_member_header_is_not_silently_short(wds, tmp_path):
+    """tarfile stops quietly at a cut header; the stream must not deliver a short shard."""
+    shard = wds.file_list(".tar")[1]
+    _, members = lk.TarShardStream([shard])._shard_index(0)[5]
+    cut = min(offset for offset, _ in members.values()) - 256  # inside that member's header
+    bad = tmp_path / "cut.tar"
+    bad.write_bytes(shard.read_bytes()[:cut])
+    with pytest.raises(DataFormatError, match=r"cut.tar: the shard is truncated"):
+        epoch_ids(_loader(lk.TarShardStream([bad], shuffle_shards=False)))
+
+
+def test_state_saved_after_set_epoch_starts_the_new_epoch(wds):
+    s = lk.TarShardStream(wds, seed=1)
+    n = sum(1 for _ in s)
+    s.set_epoch(1)
+    t = lk.TarShardStream(wds, seed=1)
+    t.load_state_dict(s.state_dict())
+    assert sum(1 for _ in t) == n == wds.samples
+
+
 def test_missing_shard_names_the_file(wds, tmp_path):
     with pytest.raises(DataFormatError, match="gone.tar"):
         epoch_ids(_loader(lk.TarShardStream([tmp_path / "gone.tar"])))
