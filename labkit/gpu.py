@@ -15,49 +15,37 @@ from .errors import LabkitError
 from .prefetchers import cuda_status
 
 
-def _probe_torchvision() -> tuple[object | None, str]:
-    try:
-        import torchvision
-        import torchvision.io as tvio  # noqa: F401
+def _requires(modules: tuple[str, ...], label: str, device=None) -> tuple[bool, str]:
+    """``(True, detail)`` if a CUDA device is usable and ``modules`` import; else the reason.
 
-        return torchvision, f"torchvision {torchvision.__version__}"
+    A wheel built for another torch (torchvision from PyPI here) can fail with any exception,
+    not only ImportError, so everything is caught and reported.
+    """
+    import importlib
+
+    ok, reason = cuda_status(device)
+    if not ok:
+        return False, reason
+    try:
+        mod = [importlib.import_module(m) for m in modules][0]
     except Exception as e:  # noqa: BLE001 - a mismatched build raises RuntimeError etc.
-        return None, f"torchvision does not load here ({type(e).__name__}: {str(e)[:120]})"
+        return False, f"{label} does not load here ({type(e).__name__}: {str(e)[:120]})"
+    return True, f"{label} {getattr(mod, '__version__', '?')}, {reason}"
 
 
 def gpu_decode_status(device=None) -> tuple[bool, str]:
     """``(True, detail)`` if nvJPEG decode via ``torchvision.io.decode_jpeg`` can run."""
-    ok, reason = cuda_status(device)
-    if not ok:
-        return False, reason
-    tv, detail = _probe_torchvision()
-    if tv is None:
-        return False, detail
-    return True, f"{detail}, {reason}"
+    return _requires(("torchvision", "torchvision.io"), "torchvision", device)
 
 
 def kornia_gpu_status(device=None) -> tuple[bool, str]:
     """``(True, detail)`` if kornia augmentation can run on a CUDA device."""
-    ok, reason = cuda_status(device)
-    if not ok:
-        return False, reason
-    try:
-        import kornia
-    except Exception as e:  # noqa: BLE001
-        return False, f"kornia does not import ({type(e).__name__}: {e})"
-    return True, f"kornia {kornia.__version__}, {reason}"
+    return _requires(("kornia",), "kornia", device)
 
 
-def dali_status() -> tuple[bool, str]:
+def dali_status(device=None) -> tuple[bool, str]:
     """``(True, detail)`` if NVIDIA DALI and a CUDA device are both here."""
-    ok, reason = cuda_status()
-    if not ok:
-        return False, reason
-    try:
-        import nvidia.dali as dali
-    except Exception as e:  # noqa: BLE001
-        return False, f"NVIDIA DALI is not installed ({type(e).__name__}: {e})"
-    return True, f"DALI {dali.__version__}, {reason}"
+    return _requires(("nvidia.dali",), "NVIDIA DALI", device)
 
 
 def nvjpeg_decode(blobs: list[bytes], device="cuda"):
@@ -82,13 +70,13 @@ def gpu_decode_rate(blobs: list[bytes], batch_size: int = 64, device="cuda",
     import torch
 
     nvjpeg_decode(blobs[:batch_size], device)  # warm-up: CUDA context, nvJPEG handles
-    torch.cuda.synchronize()
+    torch.cuda.synchronize(device)
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         for lo in range(0, len(blobs), batch_size):
             nvjpeg_decode(blobs[lo:lo + batch_size], device)
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
         best = min(best, time.perf_counter() - t0)
     return {"images": len(blobs), "batch_size": batch_size, "seconds": best,
             "samples_per_s": len(blobs) / best}

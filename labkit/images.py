@@ -200,6 +200,30 @@ def skip_collate(samples: list):
 AUGMENT_LIBRARIES = ("albumentations", "torch", "kornia")
 
 
+def _reseed_per_worker(seed: int, reseed):
+    """A check to call at each sample: reseeds once in every new DataLoader worker process.
+
+    A generator built in the parent is copied into every forked worker, so without this every
+    worker draws the same crops, and non-persistent workers repeat them every epoch.
+    ``get_worker_info().seed`` differs per worker and per epoch (and follows
+    ``torch.manual_seed``), so ``seed + info.seed`` gives each its own reproducible stream.
+    In the main process nothing changes: the build-time seed holds.
+    """
+    from torch.utils.data import get_worker_info
+
+    seen = [None]
+
+    def check() -> None:
+        info = get_worker_info()
+        key = None if info is None else info.seed
+        if key != seen[0]:
+            seen[0] = key
+            if key is not None:
+                reseed((seed + key) % 2**32)
+
+    return check
+
+
 def _albumentations(size: int, seed: int):
     import albumentations as A
     from albumentations.pytorch import ToTensorV2
@@ -211,8 +235,10 @@ def _albumentations(size: int, seed: int):
         A.Normalize(mean=[m / 255 for m in MEAN], std=[s / 255 for s in STD]),
         ToTensorV2(),
     ], seed=seed)
+    reseed = _reseed_per_worker(seed, pipe.set_random_seed)
 
     def augment(img: np.ndarray) -> torch.Tensor:
+        reseed()
         return pipe(image=img)["image"]
 
     return augment
@@ -222,8 +248,10 @@ def _torch_native(size: int, seed: int):
     gen = torch.Generator().manual_seed(seed)
     mean = torch.tensor(MEAN).view(3, 1, 1)
     std = torch.tensor(STD).view(3, 1, 1)
+    reseed = _reseed_per_worker(seed, gen.manual_seed)
 
     def augment(img: np.ndarray) -> torch.Tensor:
+        reseed()
         x = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).float()
         h, w = x.shape[1:]
         area = float(torch.empty(1).uniform_(0.5, 1.0, generator=gen)) * h * w
@@ -245,7 +273,10 @@ def _torch_native(size: int, seed: int):
 def _kornia(size: int, seed: int):
     import kornia.augmentation as K
 
-    torch.manual_seed(seed)  # kornia draws from torch's global generator
+    # kornia draws from torch's global generator (which DataLoader seeds per worker); `seed`
+    # is not applied here, because reseeding the global generator would change every other
+    # draw in the caller's program
+    del seed
     pipe = K.AugmentationSequential(
         K.RandomResizedCrop((size, size), scale=(0.5, 1.0)),
         K.RandomHorizontalFlip(p=0.5),
@@ -268,6 +299,10 @@ def make_augment(library: str, size: int, seed: int = 0) -> Callable:
     ``torch`` work per sample on an HxWx3 uint8 array (use as a dataset ``transform``);
     ``kornia`` works per *batch* on a uint8 NCHW tensor, on CPU or GPU (apply after
     collate, e.g. in the training loop). The callable's ``per`` attribute says which.
+
+    ``seed`` seeds the per-sample pipelines; in each DataLoader worker they are reseeded from
+    it and the worker's own seed, so workers draw different augmentations and so do epochs.
+    kornia draws from torch's global generator (``torch.manual_seed``) and ignores ``seed``.
     """
     builders = {"albumentations": _albumentations, "torch": _torch_native, "kornia": _kornia}
     if library not in builders:

@@ -70,6 +70,18 @@ def shutdown(it: Any) -> None:
         close()
 
 
+def end_pass(it: Any) -> None:
+    """End one pass over a loader's iterator: stop its workers unless they are persistent.
+
+    Persistent workers belong to the DataLoader and are meant to outlive the pass (the next
+    ``iter()`` reuses them); shutting them down would break that next pass. Everything else
+    is stopped now with :func:`shutdown`. The meter and the prefetchers end passes this way.
+    """
+    if getattr(it, "_persistent_workers", False):  # torch's iterator over persistent workers
+        return
+    shutdown(it)
+
+
 #: multiprocessing's own long-lived helpers: started once per process, not leaks.
 _HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ._batch import batch_nbytes, make_sizer
-from .loaders import shutdown
+from .loaders import end_pass
 
 
 @dataclass
@@ -324,10 +324,7 @@ def _one_pass(
             samples = sizes_first + sum(more)
         del last
     finally:
-        # Persistent workers belong to the DataLoader and are meant to outlive the pass
-        # (that is what they are measured for); any other iterator's workers stop now.
-        if not getattr(loader, "persistent_workers", False):
-            shutdown(it)
+        end_pass(it)  # persistent workers outlive the pass: that is what they are measured for
         del it
     r = np.asarray(recv)
     e = r if step is None else np.asarray(ends)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .errors import LabkitError
-from .loaders import shutdown
+from .loaders import end_pass
 
 _END = object()  # the producer's "no more items" marker
 
@@ -56,7 +56,7 @@ def _produce(iterable: Iterable, q: queue.Queue, stop: threading.Event) -> None:
     except BaseException as e:  # noqa: BLE001 - handed to the consumer, re-raised there
         _put(q, stop, _Raised(e))
     finally:
-        shutdown(it)  # a DataLoader source's workers stop with the pass
+        end_pass(it)  # a DataLoader source's workers stop with the pass, unless persistent
 
 
 class _ThreadIterator(Iterator):
@@ -148,10 +148,14 @@ def cuda_status(device: Any = None) -> tuple[bool, str]:
     if not torch.cuda.is_available():
         return False, (f"torch {torch.__version__} was built for CUDA {torch.version.cuda}, "
                        "but no CUDA device is visible (torch.cuda.is_available() is False)")
-    dev = torch.device(device if device is not None else "cuda")
-    if dev.type != "cuda":
-        return False, f"device {dev} is not a CUDA device"
-    return True, f"CUDA {torch.version.cuda}: {torch.cuda.get_device_name(dev)}"
+    try:  # a malformed or absent device ("cuda:7") is a reason, not an exception
+        dev = torch.device(device if device is not None else "cuda")
+        if dev.type != "cuda":
+            return False, f"device {dev} is not a CUDA device"
+        name = torch.cuda.get_device_name(dev)
+    except Exception as e:  # noqa: BLE001
+        return False, f"device {device!r} cannot be used ({type(e).__name__}: {e})"
+    return True, f"CUDA {torch.version.cuda}: {name}"
 
 
 def to_device(batch, device, non_blocking: bool = True, pin: bool = True):
@@ -233,4 +237,4 @@ class CudaStreamPrefetcher:
                 nxt = load()  # starts copying the next batch while the caller computes
                 yield batch
         finally:
-            shutdown(it)
+            end_pass(it)

@@ -65,6 +65,13 @@ def labkit_session_env(tmp_path_factory):
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     _enter()  # back in tests/ after items from elsewhere
+    gpu = item.get_closest_marker("gpu")
+    if gpu is not None:  # ``@pytest.mark.gpu`` or ``@pytest.mark.gpu(probe=lk.dali_status)``
+        from labkit.prefetchers import cuda_status
+
+        ok, reason = gpu.kwargs.get("probe", cuda_status)()
+        if not ok:
+            pytest.skip(reason)
 
 
 @pytest.hookimpl(trylast=True)

@@ -23,12 +23,8 @@ def test_gpu_paths_refuse_with_the_reason(ci_fixture):
         lk.dali_decode_rate([])
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu(probe=lk.gpu_decode_status)  # skipped, with the reason, where it cannot run
 def test_nvjpeg_matches_cpu_decode(ci_fixture):
-    ok, reason = lk.gpu_decode_status()
-    if not ok:
-        pytest.skip(reason)
     files = ci_fixture("images").file_list(".jpg")[:16]
     blobs = lk.file_bytes(files)
     out = lk.nvjpeg_decode(blobs)
@@ -41,12 +37,8 @@ def test_nvjpeg_matches_cpu_decode(ci_fixture):
     assert r["samples_per_s"] > 0
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu(probe=lk.dali_status)  # skipped, with the reason, where it cannot run
 def test_dali_decode(ci_fixture):
-    ok, reason = lk.dali_status()
-    if not ok:
-        pytest.skip(reason)
     r = lk.dali_decode_rate(ci_fixture("images").file_list(".jpg")[:64], batch_size=16,
                             repeats=1)
     assert r["samples_per_s"] > 0

@@ -156,13 +156,31 @@ def test_augment_as_transform_through_workers(images):
     assert batch["image"].shape == (8, 3, 32, 32)
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu(probe=lk.kornia_gpu_status)  # skipped, with the reason, where it cannot run
 def test_kornia_on_gpu(images):
-    ok, reason = lk.kornia_gpu_status()
-    if not ok:
-        pytest.skip(reason)
     aug = lk.make_augment("kornia", 48)
     x = torch.stack([lk.ImageFolderDataset(images)[i]["image"] for i in range(8)]).cuda()
     out = aug(x)
     assert out.device.type == "cuda" and out.shape == (8, 3, 48, 48)
+
+
+@pytest.mark.parametrize("library", ["albumentations", "torch"])
+def test_augment_draws_differ_across_workers_and_epochs(images, library):
+    """A generator built in the parent must not be replayed by every worker, every epoch."""
+    ds = torch.utils.data.Subset(
+        lk.ImageFolderDataset(images, transform=lk.make_augment(library, 32, seed=0)),
+        [0] * 8)  # the same image 8 times: any difference comes from the draws
+    loader = lk.make_loader(ds, batch_size=4, num_workers=2)
+    epochs = [torch.cat([b["image"] for b in loader]) for _ in range(2)]
+    a, b = epochs[0][:4], epochs[0][4:]  # worker 0's batch, worker 1's batch
+    assert not torch.equal(a, b), "both workers drew the same augmentations"
+    assert not torch.equal(epochs[0], epochs[1]), "the second epoch repeated the first"
+
+
+def test_kornia_leaves_the_global_generator_alone():
+    pytest.importorskip("kornia")
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    lk.make_augment("kornia", 32, seed=7)
+    assert torch.equal(torch.rand(3), expected)
