@@ -50,7 +50,8 @@ def test_rows_align_observations_across_runs(two_runs):
 
 def test_run_labels_unique():
     rec = {"created": "2026-05-09T07:35:25+00:00", "environment": {"hostname": "h"}}
-    assert report.run_labels([rec, rec]) == ["h @ 2026-05-09 07:35", "h @ 2026-05-09 07:35 #2"]
+    assert report.run_labels([rec, rec]) == ["h @ 2026-05-09 07:35:25",
+                                                  "h @ 2026-05-09 07:35:25 #2"]
 
 
 def test_repeated_observation_kept_as_second_row():
