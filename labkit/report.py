@@ -240,6 +240,27 @@ def _runs_text(runs: list[int]) -> str:
     return ("run " if len(runs) == 1 else "runs ") + ", ".join(map(str, runs))
 
 
+def chapter_warnings(records: list[dict], chapter: str) -> list[str]:
+    """Why a chapter's runs may not be comparable: different scales or constraints."""
+    numbered = [(i, r) for i, r in enumerate(records, 1) if r["chapter"] == chapter]
+    out = []
+    scales = {}
+    for i, r in numbered:
+        scales.setdefault(r["scale"], []).append(i)
+    if len(scales) > 1:
+        out.append("runs at different scales (" + "; ".join(
+            f"{s}: {_runs_text(runs)}" for s, runs in scales.items()) + "): sizes differ, so "
+            "throughputs are not comparable")
+    kinds = {}
+    for i, r in numbered:
+        kinds.setdefault(tuple(sorted(map(str, r.get("constraints") or []))), []).append(i)
+    if len(kinds) > 1:
+        out.append("runs under different constraints (" + "; ".join(
+            f"{_runs_text(runs)}: {', '.join(k) or 'none'}" for k, runs in kinds.items())
+            + "): compare with care")
+    return out
+
+
 # -- plots --------------------------------------------------------------------------------
 
 def _figure(records: list[dict], labels: list[str], chapter: str | None = None):
@@ -403,6 +424,8 @@ def _md_report(records, folders, base, png_name) -> str:
     lines += ["", "## Environments", "",
               "Runs with identical facts share a column; facts marked **≠** differ between "
               "the columns: that is where a difference between machines is traced.", ""]
+    differ = [row["fact"] for row in env_rows if row["differs"]]
+    lines += [f"Differ: {', '.join(differ)}.", ""] if differ else []
     lines += _md_table(["", *(f"{c['hostname']} ({_runs_text(c['runs'])})" for c in columns)],
                        [[f"**{row['fact']}** ≠" if row["differs"] else row["fact"],
                          *row["values"]] for row in env_rows])
@@ -416,6 +439,8 @@ def _md_report(records, folders, base, png_name) -> str:
                 for run, b in cols if b is None]
         head += [f"run {number[run]} ÷ run {number[b]}" for run, b in cols if b is not None]
         lines += [f"### {chapter}", ""]
+        lines += [f"**Note:** {w}." for w in chapter_warnings(records, chapter)]
+        lines += [""] if chapter_warnings(records, chapter) else []
         lines += _md_table(["observation", "config", "unit", *head],
                            [[row["name"], row["config"], row["unit"],
                              *(_cell(v) if b is None else _ratio_text(x)
@@ -437,6 +462,7 @@ th{background:#f3f3f3}td.num,th.num{text-align:right;font-variant-numeric:tabula
 tr.differs td,tr.differs th{background:#fff3c4}tr.differs th::before{content:"≠ ";color:#b15c00}
 td.far{font-weight:bold;color:#8a2a00}th.ratio,td.ratio{background:#f7f9fc}
 .sub{font-weight:normal;color:#555;font-size:12px}.note{color:#555}
+.warn{background:#fdecea;border-left:4px solid #c0392b;padding:4px 8px}
 code{background:#f3f3f3;padding:0 3px}img{max-width:100%;border:1px solid #eee}
 nav a{margin-right:.8em}
 """
@@ -497,9 +523,11 @@ def _html_report(records, folders, base, baseline) -> str:
     if len(columns) == 1:
         out.append(f"<p>All {len(records)} runs report the same environment.</p>")
     else:
+        differ = ", ".join(_e(row["fact"]) for row in env_rows if row["differs"])
         out.append(f"<p>{len(columns)} environments; runs with identical facts share a column. "
                    f"The {n_diff} highlighted row{'s' if n_diff != 1 else ''} (≠) differ: that "
-                   "is where a difference between machines is traced.</p>")
+                   f"is where a difference between machines is traced.<br>Differ: <b>{differ}"
+                   "</b>.</p>")
     head = ["<th></th>"] + [f"<th>{_e(c['hostname'])}<br><span class=sub>"
                             f"{_e(_runs_text(c['runs']))}</span></th>" for c in columns]
     body = [f"<tr{' class=differs' if row['differs'] else ''}><th>{_e(row['fact'])}</th>"
@@ -522,6 +550,7 @@ def _html_report(records, folders, base, baseline) -> str:
         out.append(f'<section id="{_anchor(chapter)}"><h3>{_e(chapter)}</h3>')
         if len(runs) > 1 and b in runs:
             out.append(f"<p class=note>baseline: {_e(b)}</p>")
+        out += [f"<p class=warn>⚠ {_e(w)}.</p>" for w in chapter_warnings(records, chapter)]
         head = ["<th>observation</th>", "<th>config</th>", "<th>unit</th>"]
         for run, against in cols:
             if against is None:

@@ -254,3 +254,17 @@ def test_missing_folder_named_for_html_too(tmp_path):
     with pytest.raises(RecordError, match="does not exist") as info:
         report.write_report([tmp_path / "gone"], tmp_path / "x.html")
     assert "gone" in str(info.value) and not (tmp_path / "x.html").exists()
+
+
+def test_chapter_warns_when_scales_or_constraints_differ(tmp_path):
+    a = Checkpoint("02_mmap", scale="ci", records_dir=tmp_path / "a")
+    a.observe("x", 1.0, "s").constraint("warm page cache").write(False)
+    b = Checkpoint("02_mmap", scale="workshop", records_dir=tmp_path / "b")
+    b.observe("x", 2.0, "s").constraint("cold page cache").write(False)
+    records = report.load_records([tmp_path / "a", tmp_path / "b"])
+    warnings = report.chapter_warnings(records, "02_mmap")
+    assert "different scales (ci: run 1; workshop: run 2)" in warnings[0]
+    assert "different constraints (run 1: warm page cache; run 2: cold page cache)" in warnings[1]
+    text = "".join(_parse(report.write_report([tmp_path / "a", tmp_path / "b"],
+                                              tmp_path / "w.html")).text)
+    assert "different scales" in text and "different constraints" in text
