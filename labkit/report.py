@@ -464,7 +464,7 @@ td.far{font-weight:bold;color:#8a2a00}th.ratio,td.ratio{background:#f7f9fc}
 .sub{font-weight:normal;color:#555;font-size:12px}.note{color:#555}
 .warn{background:#fdecea;border-left:4px solid #c0392b;padding:4px 8px}
 code{background:#f3f3f3;padding:0 3px}img{max-width:100%;border:1px solid #eee}
-nav a{margin-right:.8em}
+nav{display:flex;flex-wrap:wrap;gap:.2em .9em}.wide{overflow-x:auto;max-width:100%}
 """
 
 
@@ -474,8 +474,9 @@ def _e(text) -> str:
 
 def _html_table(head: list[str], rows: list[str], cls: str = "") -> str:
     cls = f' class="{cls}"' if cls else ""
-    return (f"<table{cls}><thead><tr>{''.join(head)}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+    # in a scrolling box: many runs make wide tables, and the page itself should not scroll
+    return (f"<div class=wide><table{cls}><thead><tr>{''.join(head)}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>")
 
 
 def _anchor(chapter: str) -> str:
