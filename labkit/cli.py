@@ -50,12 +50,16 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from .report import comparison_rows, format_table, load_records, write_report
+    from .report import comparison_rows, format_table, load_records, report_format, write_report
 
+    fmt = report_format(args.out, args.format)  # a bad --out/--format fails before any work
     records = load_records(args.dirs)
     print(format_table(comparison_rows(records)))
-    path = write_report(args.dirs, args.out)
-    print(f"\nreport: {path}\nplot:   {path.with_suffix('.png')}")
+    path = write_report(args.dirs, args.out, fmt, args.baseline)
+    if fmt == "html":
+        print(f"\nreport: {path} (one file, plots inside; open it in a browser)")
+    else:
+        print(f"\nreport: {path}\nplot:   {path.with_suffix('.png')}")
     return 0
 
 
@@ -134,7 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("report", help="compare checkpoint records across runs and machines")
     rp.add_argument("dirs", nargs="+", metavar="DIR", help="folders of records")
-    rp.add_argument("--out", default=None, help="Markdown report path (default: report.md)")
+    rp.add_argument("--out", default=None,
+                    help="report path; .html or .md picks the format (default: report.md)")
+    rp.add_argument("--format", choices=("html", "md"), default=None,
+                    help="html: one self-contained file, plots embedded; md: Markdown + a PNG "
+                         "(default: from --out's suffix, else md)")
+    rp.add_argument("--baseline", default=None, metavar="RUN",
+                    help="ratios against this run: a hostname, a run label or part of a "
+                         "records folder (default: each chapter's first run)")
     rp.set_defaults(fn=_cmd_report)
 
     b = sub.add_parser("bench", help="run a named benchmark and print its figures")

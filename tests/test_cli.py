@@ -32,6 +32,8 @@ def test_every_subcommand_has_help(cmd):
     (["run", "99"], "no chapter notebook '99'"),
     (["bench", "nope"], "no benchmark named 'nope'"),
     (["report", "/nonexistent/records"], "/nonexistent/records"),
+    (["report", "/nonexistent/records", "--out", "r.txt"], "cannot tell the report format"),
+    (["report", "/nonexistent/records", "--baseline", "x", "--format", "pdf"], "invalid choice"),
     (["fixtures", "no_such_fixture", "--scale", "ci"], "no fixture named 'no_such_fixture'"),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(args, says):
@@ -132,6 +134,26 @@ def test_report_compares_two_record_folders(ci_run, tmp_path):
     text = md.read_text()
     assert "other-machine" in text and "samples_per_s" in text
     assert md.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_html_from_two_record_folders(ci_run, tmp_path):
+    """The issue's "done when": one HTML file from two record folders (two machines)."""
+    _, out = ci_run
+    other = tmp_path / "other"
+    other.mkdir()
+    for p in (out / "records").glob("*.json"):
+        rec = json.loads(p.read_text())
+        rec["environment"]["hostname"] = "other-machine"
+        (other / p.name).write_text(json.dumps(rec))
+    page = tmp_path / "report.html"
+    r = labkit("report", str(out / "records"), str(other), "--out", str(page),
+               "--baseline", "other-machine")
+    assert r.returncode == 0, r.stderr
+    assert "one file, plots inside" in r.stdout and not page.with_suffix(".png").exists()
+    text = page.read_text()
+    assert "other-machine" in text and "samples_per_s" in text and "÷ run" in text
+    assert text.count('src="data:image/png;base64,') == len(RUN_CHAPTERS)  # a plot per chapter
+    assert "<script" not in text and 'src="http' not in text and 'href="http' not in text
 
 
 def test_run_of_an_unknown_notebook_lists_the_chapters():
