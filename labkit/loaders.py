@@ -124,6 +124,10 @@ class _Loader(DataLoader):
         return _WorkerIter(self)
 
 
+# It is a DataLoader, and is named one where a type name is shown (lk.measure's default name)
+_Loader.__name__ = _Loader.__qualname__ = "DataLoader"
+
+
 def make_loader(
     dataset,
     *,
