@@ -257,7 +257,9 @@ def pytest_sessionfinish(session, exitstatus):
     """After the whole suite, notebooks included: no shared-memory segment left behind."""
     before = getattr(session.config, "_labkit_shm", set())
     deadline = time.monotonic() + float(os.environ.get("LABKIT_LEAK_GRACE_S", LEAK_GRACE_S))
-    while (leaked := _shm_entries() - before) and time.monotonic() < deadline:
+    me = {os.getpid()}
+    while ((leaked := {n for n in _shm_entries() - before if not _others_shm(n, me)})
+           and time.monotonic() < deadline):
         time.sleep(0.2)  # a worker's segment is unlinked shortly after it exits
     if leaked and exitstatus == 0:
         print(f"\nFAILED: shared memory left in /dev/shm after the suite: {sorted(leaked)}")
