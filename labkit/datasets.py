@@ -16,6 +16,8 @@ from torch.utils.data import Dataset
 
 from .errors import DataFormatError
 
+_NPY_MAGIC = b"\x93NUMPY"
+
 
 def _source(fixture_or_path, suffix: str) -> tuple[Path, dict]:
     """A path from a Fixture (its file with ``suffix``) or from a plain path."""
@@ -90,9 +92,15 @@ class NpyFilesDataset(Dataset):
     def __getitem__(self, i: int):
         path = self.files[i]
         try:
-            row = np.load(path)
+            with open(path, "rb") as f:
+                magic = f.read(len(_NPY_MAGIC))
+                f.seek(0)
+                row = np.load(f) if magic == _NPY_MAGIC else None
         except (ValueError, OSError, EOFError) as e:
             raise DataFormatError(f"{path}: cannot read sample {i} ({e})") from None
+        if row is None:  # numpy would try it as a pickle and say "contains pickled data"
+            raise DataFormatError(f"{path}: sample {i} is not a .npy file (starts with "
+                                  f"{magic!r}, expected {_NPY_MAGIC!r})")
         if (self.dtype is not None and row.dtype != self.dtype) or (
                 self.shape is not None and row.shape != self.shape):
             raise DataFormatError(

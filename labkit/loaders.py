@@ -5,16 +5,127 @@
 refuses ``prefetch_factor`` and ``persistent_workers`` without workers).
 :func:`shutdown` stops an iterator's workers now instead of whenever garbage collection
 runs; :func:`worker_processes` lists the ones still alive. Introduced in chapter 01.
+
+A loader from :func:`make_loader` also fails better than torch's own when a worker breaks:
+a worker that dies (a crash in native code, ``os._exit``, the out-of-memory killer) is
+noticed within :data:`POLL_S` under every start method and named with its exit code or
+signal; a timeout says which worker owes the batch; either way the iterator's workers are
+stopped at once, so none is left running behind the error.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import time
 import warnings
+import weakref
 from typing import Any
+
+from torch.utils.data import DataLoader
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 #: Seconds a worker may take to deliver one batch before the DataLoader raises.
 DEFAULT_TIMEOUT_S = 60.0
+#: How often a loader waiting for a batch checks that its workers are alive. torch checks
+#: only when its ``timeout`` runs out, so under forkserver (no SIGCHLD reaches the loader: the
+#: fork server is the workers' parent) a crashed worker went unreported for the whole timeout.
+POLL_S = 0.5
+
+_SIGNAL_HINTS = {
+    signal.SIGSEGV: "a crash in native code (a decoder, an extension module)",
+    signal.SIGBUS: "a bad memory access, e.g. a memory-mapped file truncated under it",
+    signal.SIGKILL: "killed from outside, most often by the out-of-memory killer "
+                    "(check worker memory, lk.worker_memory)",
+    signal.SIGABRT: "aborted by native code",
+}
+
+
+def _death(worker_id: int, w) -> str:
+    code = w.exitcode
+    if code is not None and code < 0:
+        try:
+            sig = signal.Signals(-code)
+        except ValueError:
+            return f"worker {worker_id} (pid {w.pid}) was killed by signal {-code}"
+        hint = _SIGNAL_HINTS.get(sig)
+        return (f"worker {worker_id} (pid {w.pid}) was killed by {sig.name}"
+                + (f": {hint}" if hint else ""))
+    if code == 1:  # multiprocessing's exit status for an exception outside the worker loop
+        return (f"worker {worker_id} (pid {w.pid}) exited with code 1: an exception it could "
+                "not report (its traceback is on stderr); under spawn or forkserver most often "
+                "a dataset class the worker cannot import, e.g. one defined in a notebook cell "
+                "(move it into a module)")
+    return (f"worker {worker_id} (pid {w.pid}) exited with code {code} (the dataset code, or "
+            "a library it calls, ended the process)")
+
+
+class _WorkerIter(_MultiProcessingDataLoaderIter):
+    """torch's multi-worker iterator; its errors say which worker failed and how."""
+
+    def __init__(self, loader):
+        super().__init__(loader)
+        self._owner = weakref.ref(loader)
+
+    def _get_data(self):
+        if self._timeout <= 0:
+            return super()._get_data()
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                # short waits: _try_get_data checks the workers' health after each one
+                ok, data = self._try_get_data(min(POLL_S, max(deadline - time.monotonic(), 0)))
+            except RuntimeError as e:
+                if "exited unexpectedly" not in str(e):
+                    raise
+                dead = [_death(i, w) for i, w in enumerate(self._workers)
+                        if w.exitcode not in (None, 0)]
+                self._stop()
+                raise RuntimeError(
+                    f"{e}: {'; '.join(dead) or 'no exit status'}. Its other workers were "
+                    "stopped; rerun with num_workers=0 to see the failure in this process"
+                ) from e
+            if ok:
+                return data
+            if time.monotonic() >= deadline:
+                break
+        owes = self._task_info.get(self._rcvd_idx, (None,))[0]
+        who = (f"worker {owes} (pid {self._workers[owes].pid}) has not delivered batch "
+               f"{self._rcvd_idx}" if owes is not None else "no worker delivered a batch")
+        self._stop(stuck=owes)
+        raise RuntimeError(
+            f"DataLoader timed out after {self._timeout} seconds: {who} (a read or "
+            "__getitem__ that never returns: a stalled server, a lock, an endless loop?). "
+            "The workers were stopped; pass a larger timeout= if one batch really takes "
+            "that long")
+
+    def _stop(self, stuck: int | None = None) -> None:
+        """Stop every worker now; a stuck one is killed (torch would wait 5 s to join it)."""
+        from torch.utils.data import _utils
+
+        if self._worker_pids_set:  # off torch's SIGCHLD watch: this kill is no crash
+            _utils.signal_handling._remove_worker_pids(id(self))
+            self._worker_pids_set = False
+        if stuck is not None and self._workers[stuck].is_alive():
+            self._workers[stuck].terminate()
+        self._shutdown_workers()
+        owner = self._owner()
+        if owner is not None and owner._iterator is self:  # persistent workers: start afresh
+            owner._iterator = None
+
+
+class _Loader(DataLoader):
+    """A ``DataLoader`` whose worker failures are reported clearly (see the module doc)."""
+
+    def _get_iterator(self):
+        if self.num_workers == 0:
+            return super()._get_iterator()
+        self.check_worker_number_rationality()
+        return _WorkerIter(self)
+
+
+# It is a DataLoader, and is named one where a type name is shown (lk.measure's default name)
+_Loader.__name__ = _Loader.__qualname__ = "DataLoader"
 
 
 def make_loader(
@@ -34,10 +145,11 @@ def make_loader(
     With ``num_workers=0`` the worker-only knobs are dropped (torch raises otherwise); with
     workers, ``timeout`` is always set so a stuck worker fails the cell instead of hanging.
     ``pin_memory=True`` without CUDA is dropped with one warning (pinning needs a device).
-    Other keyword arguments go to the DataLoader unchanged.
+    Other keyword arguments go to the DataLoader unchanged. A worker that dies or hangs
+    raises an error naming it (exit code, signal, the batch it owes), and the iterator's
+    workers are stopped with it.
     """
     import torch
-    from torch.utils.data import DataLoader
 
     if pin_memory and not torch.cuda.is_available():
         warnings.warn("pin_memory=True ignored: no CUDA device to pin for", stacklevel=2)
@@ -46,8 +158,8 @@ def make_loader(
         kwargs.update(timeout=timeout, persistent_workers=persistent_workers)
         if prefetch_factor is not None:
             kwargs["prefetch_factor"] = prefetch_factor
-    return DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
-                      pin_memory=pin_memory, shuffle=shuffle, **kwargs)
+    return _Loader(dataset, batch_size=batch_size, num_workers=num_workers,
+                   pin_memory=pin_memory, shuffle=shuffle, **kwargs)
 
 
 def shutdown(it: Any) -> None:

@@ -103,7 +103,7 @@ class ParquetRowGroups(IterableDataset):
             f, g, _ = self.units[u]
             if f not in opened:
                 opened[f] = open_parquet(self.files[f], self.columns)
-            table = opened[f].read_row_group(g, columns=self.columns)
+            table = _read_row_group(opened[f], self.files[f], g, self.columns)
             feats = table.column("features").combine_chunks()
             width = feats.type.list_size
             # values of a fixed-size list: one flat buffer, viewed without a copy
@@ -121,6 +121,18 @@ class ParquetRowGroups(IterableDataset):
                     yield out
                 else:
                     yield xb, ib
+
+
+def _read_row_group(pf, path, g: int, columns):
+    """One row group; a damaged one fails naming the file and the row group, not bare."""
+    import pyarrow as pa
+
+    try:
+        return pf.read_row_group(g, columns=columns)
+    except (pa.ArrowException, OSError) as e:  # e.g. "Corrupt snappy compressed data."
+        raise DataFormatError(
+            f"{path}: row group {g} of {pf.metadata.num_row_groups} cannot be read ({e}); the "
+            "file is damaged (its footer is intact, so it opened)") from None
 
 
 def _no_worker() -> bool:

@@ -42,10 +42,12 @@ def shard_files(source) -> list[Path]:
 def index_shard(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
     """``[(key, {ext: (offset, size)})]`` in file order, from the tar headers only."""
     samples: dict[str, dict[str, tuple[int, int]]] = {}
+    last = None
     try:
         size = path.stat().st_size
         with tarfile.open(path, "r:") as tar:
             for m in tar:
+                last = m
                 if not m.isfile():
                     continue
                 key, _, ext = m.name.partition(".")
@@ -55,6 +57,14 @@ def index_shard(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
             end = tar.offset
     except FileNotFoundError:
         raise DataFormatError(f"{path}: shard not found") from None
+    except tarfile.ReadError as e:
+        # "unexpected end of data": tarfile found a member whose bytes run past the end
+        if last is not None and last.offset_data + last.size > size:
+            raise DataFormatError(
+                f"{path}: the shard is truncated ({size} bytes, member {last.name} needs "
+                f"{last.offset_data + last.size}); {_whole(samples, size)} samples readable "
+                "before the cut") from None
+        raise DataFormatError(f"{path}: not a readable tar shard ({e})") from None
     except tarfile.TarError as e:
         raise DataFormatError(f"{path}: not a readable tar shard ({e})") from None
     if end + 1024 > size:
@@ -62,6 +72,11 @@ def index_shard(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
                               f"end-of-archive blocks need {end + 1024}); {len(samples)} "
                               "samples readable before the cut")
     return list(samples.items())
+
+
+def _whole(samples: dict, size: int) -> int:
+    """How many samples have every member inside the first ``size`` bytes."""
+    return sum(all(o + n <= size for o, n in members.values()) for members in samples.values())
 
 
 class split_by_rank:  # noqa: N801 - used like webdataset's split_by_node function

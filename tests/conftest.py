@@ -6,6 +6,8 @@
 * ``ci_fixture(name)`` generates a ``ci`` fixture at most once per session.
 * After every test, no DataLoader worker may outlive it: leftovers get a few seconds to
   exit, then the test fails naming them (and they are stopped, so the next test starts clean).
+* At the very end of the session (after the notebooks), a test marked ``session_last`` checks
+  with ``session_leftovers`` that no child process and no new /dev/shm entry is left.
 """
 
 from __future__ import annotations
@@ -189,11 +191,75 @@ def pytest_sessionstart(session):
     session.config._labkit_shm = _shm_entries()
 
 
+# -- the end of the session: a real test, run last --------------------------------------------
+
+SESSION_LAST = "session_last"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", f"{SESSION_LAST}: run after everything else in the session (the end-of-"
+        "session leak check in test_fault_matrix.py)")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Move ``session_last`` tests after every other item, the notebooks included."""
+    last = [i for i in items if i.get_closest_marker(SESSION_LAST)]
+    if last:
+        items[:] = [i for i in items if not i.get_closest_marker(SESSION_LAST)] + last
+
+
+def _others_shm(name: str, mine: set[int]) -> bool:
+    """An entry that names a live process outside this session (torch's ``torch_<pid>_...``):
+    another pytest run's on a shared machine, not ours to report."""
+    import re
+
+    m = re.match(r"torch_(\d+)_", name)
+    return bool(m) and int(m.group(1)) not in mine and psutil.pid_exists(int(m.group(1)))
+
+
+@pytest.fixture(scope="session")
+def session_leftovers(request):
+    """``session_leftovers()``: what this session left behind, as a list of problems.
+
+    Child processes still alive (DataLoader workers, notebook kernels, torchrun ranks; not
+    multiprocessing's resource tracker and fork server) and /dev/shm entries created since
+    the session started. Both get ``LABKIT_LEAK_GRACE_S`` (default 5 s) to go away: a worker
+    unlinks its segment shortly after it exits.
+    """
+    config = request.config
+
+    def check() -> list[str]:
+        grace = float(os.environ.get("LABKIT_LEAK_GRACE_S", LEAK_GRACE_S))
+        before = getattr(config, "_labkit_shm", set())
+        deadline = time.monotonic() + grace
+        while True:
+            procs = _leftover_workers()
+            me = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}
+            shm = sorted(n for n in _shm_entries() - before if not _others_shm(n, me))
+            if (not procs and not shm) or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        problems = []
+        for p in procs:
+            try:
+                what = f"{p.name()}: {' '.join(p.cmdline())[:120]}"
+            except psutil.Error:
+                what = "gone while listed"
+            problems.append(f"child process pid {p.pid} still alive ({what})")
+        problems += [f"/dev/shm/{n} created during the session and still there" for n in shm]
+        return problems
+
+    return check
+
+
 def pytest_sessionfinish(session, exitstatus):
     """After the whole suite, notebooks included: no shared-memory segment left behind."""
     before = getattr(session.config, "_labkit_shm", set())
-    deadline = time.monotonic() + 5
-    while (leaked := _shm_entries() - before) and time.monotonic() < deadline:
+    deadline = time.monotonic() + float(os.environ.get("LABKIT_LEAK_GRACE_S", LEAK_GRACE_S))
+    me = {os.getpid()}
+    while ((leaked := {n for n in _shm_entries() - before if not _others_shm(n, me)})
+           and time.monotonic() < deadline):
         time.sleep(0.2)  # a worker's segment is unlinked shortly after it exits
     if leaked and exitstatus == 0:
         print(f"\nFAILED: shared memory left in /dev/shm after the suite: {sorted(leaked)}")

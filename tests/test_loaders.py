@@ -165,3 +165,41 @@ def test_a_worker_forked_by_the_fork_server_is_still_counted():
     finally:
         shutdown(loader)
     assert worker_processes() == []
+
+
+# -- worker failures (every row of the fault matrix: tests/test_fault_matrix.py) -------------
+
+
+def test_a_worker_failure_resets_a_persistent_loader(live_workers):
+    from faulty_datasets import BreaksAt
+
+    loader = make_loader(BreaksAt(how="exit"), batch_size=4, num_workers=2, timeout=30,
+                         persistent_workers=True)
+    for _ in range(2):  # the next epoch starts new workers instead of reusing the stopped ones
+        with pytest.raises(RuntimeError, match=r"worker 0 \(pid \d+\) exited with code 3"):
+            list(loader)
+        assert loader._iterator is None and live_workers() == []
+
+
+def test_worker_errors_raised_by_the_dataset_pass_through_unchanged(live_workers):
+    from faulty_datasets import BreaksAt
+
+    loader = make_loader(BreaksAt(n=8, bad=99), batch_size=4, num_workers=2, timeout=30)
+    assert [b.tolist() for b in loader] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    # an exception from the dataset is torch's to re-raise, and the iterator stays usable
+    # (torch lets a caller skip a bad batch), so its workers live on until shut down
+    it = iter(make_loader(_Raises(), batch_size=2, num_workers=1, timeout=30))
+    try:
+        with pytest.raises(IndexError, match="no item 0"):
+            next(it)
+        assert len(live_workers()) == 1
+    finally:
+        shutdown(it)
+
+
+class _Raises(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        raise IndexError(f"no item {i}")

@@ -1,0 +1,640 @@
+"""The fault matrix: every way data loading breaks in a workshop, one test per row.
+
+Each row drives the kit's real readers and loaders (the ones the chapters teach) into a fault
+and asserts the outcome exactly: the error's type and that its message names the file (or the
+worker) and what is wrong, or a recovery counted sample by sample. Every wait has a timeout;
+the per-test guard in conftest fails a row that leaves a worker behind. Damaged data is always
+a copy (``lk.damaged_copy`` into ``tmp_path``); the fixture cache is never touched.
+
+==================  =================================  ===========================================
+row                 checked on                         expected outcome
+==================  =================================  ===========================================
+truncated tar       lk.TarShardStream (2 workers);     DataFormatError: shard, its bytes, the member
+                    chapter 06's webdataset pipeline,  cut and the bytes it needs; ReadError naming
+                    default and warn_and_continue      the shard; skipping loses exactly the
+                                                       samples from the cut on
+truncated npy       lk.open_array (.npy, raw),         DataFormatError: file, bytes found vs bytes
+                    lk.ShardStream, NpyFilesDataset    its header (dtype x shape) needs; a damaged
+                    (2 workers)                        header is called "not a .npy file"
+truncated Parquet   lk.open_parquet, ParquetRowGroups  DataFormatError: file, no footer; a damaged
+                    (2 workers)                        row group: "row group g of n cannot be read"
+corrupt JPEG        lk.ImageFolderDataset (2 workers)  DataFormatError: file, sample id, decoder;
+                    raise / on_error="skip"            skip: exactly ids 10, 20 skipped, counted
+missing fixture     lk.fixture: a deleted file, an     FixtureError naming the file and the repair
+                    unknown name, never generated      command; repair/generation: exact digest
+checksum mismatch   lk.fixture's verify: flipped       FixtureError: file, actual vs manifest
+                    bytes (new mtime; mtime kept)      sha256; repair restores the digest; a flip
+                                                       with the mtime kept needs verify_all
+server faults       chapter 06's webdataset over       latency: every sample once, each request
+                    lk.serve: latency, a dropped       slowed; drop: error naming the shard URL;
+                    connection, 503 once, 503 always,  503 once: retried, every sample once; 503
+                    a stall                            always / stall: timeout= ends it in ~2 s
+worker crash        lk.make_loader; a worker exits,    RuntimeError in seconds (not the timeout)
+                    segfaults, is SIGKILLed (fork,     naming worker, pid, exit code or signal;
+                    forkserver)                        no worker left
+worker hang         lk.make_loader(timeout=1)          RuntimeError after ~1 s naming the worker
+                                                       and the batch it owes; no worker left
+spawn, forkserver   lk.TarShardStream; a Dataset       every id exactly once; exit code 1 "defined
+                    class from __main__ (a notebook)   in a notebook cell", in seconds
+interrupt, resume   StatefulDataLoader over            resumed == uninterrupted ids, same order:
+                    TarShardStream, SIGINT mid-epoch   none lost, none repeated
+                    (Jupyter interrupt; Ctrl-C)
+notebook run twice  chapter 00, Run All twice in one   no error; no fixture file rewritten; a
+                    kernel, same data and records      second record; no temp folder left
+end of session      the session's last test, after     no child process (worker, kernel, torchrun)
+                    the notebooks (conftest)           and no new /dev/shm entry left
+==================  =================================  ===========================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import re
+import signal
+import sys
+import time
+import warnings
+from collections import Counter
+
+import psutil
+import pytest
+from contracts import epoch_ids
+from faulty_datasets import BreaksAt
+
+import labkit as lk
+from labkit.faults import damage
+from labkit.tarshards import index_shard
+
+pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
+
+
+def _ids(batch) -> list[int]:
+    ids = batch["id"] if isinstance(batch, dict) else batch[1]
+    return ids.tolist() if hasattr(ids, "tolist") else [int(ids)]
+
+
+def _cut_samples(shard, cut: int) -> tuple[list[int], str, int]:
+    """For ``shard`` cut to ``cut`` bytes: the ids of samples wholly before the cut, and the
+    member the cut falls in with the bytes it needs."""
+    whole, cut_member = [], None
+    for key, members in index_shard(shard):
+        for ext, (offset, size) in sorted(members.items(), key=lambda m: m[1][0]):
+            if offset + size > cut and cut_member is None:
+                cut_member = (f"{key}.{ext}", offset + size)
+        if all(o + n <= cut for o, n in members.values()):
+            whole.append(int(key))
+    return whole, *cut_member
+
+
+# -- truncated tar ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wds_fx(ci_fixture):
+    return ci_fixture("wds")
+
+
+@pytest.fixture
+def cut_tar(wds_fx, tmp_path):
+    """A copy of the wds fixture with shard 1 cut at half its bytes; what that cut loses."""
+    shard = wds_fx.file_list(".tar")[1]
+    bad = lk.damaged_copy(wds_fx, tmp_path / "wds", "truncate", file=shard.name, at=0.5)
+    size = bad.stat().st_size
+    whole, member, need = _cut_samples(shard, size)
+    first, n = wds_fx.meta["shards"][1]["first_id"], wds_fx.meta["shards"][1]["samples"]
+    lost = sorted(set(range(first, first + n)) - set(whole))
+    return bad, size, member, need, whole, lost
+
+
+def _wds_pipeline(urls, handler=None):
+    """Chapter 06's pipeline: decode, then (jpg, cls, npy) tuples, batched."""
+    import webdataset as wds
+
+    kw = {"handler": handler} if handler else {}
+    return (wds.WebDataset(urls, shardshuffle=False, **kw).decode("torchrgb8", **kw)
+            .to_tuple("jpg", "cls", "npy", "__key__", **kw).batched(16))
+
+
+def _wds_ids(pipeline) -> list[int]:
+    return [int(k) for *_, keys in pipeline for k in keys]
+
+
+def test_truncated_tar_kit_stream_names_shard_and_sizes(cut_tar):
+    bad, size, member, need, whole, _ = cut_tar
+    loader = lk.make_loader(lk.TarShardStream(bad.parent, shuffle_shards=False), batch_size=32,
+                            num_workers=2, timeout=30)
+    with pytest.raises(lk.DataFormatError) as info:
+        epoch_ids(loader)
+    assert (f"{bad}: the shard is truncated ({size} bytes, member {member} needs {need}); "
+            f"{len(whole)} samples readable before the cut") in str(info.value)
+
+
+def test_truncated_tar_webdataset_default_handler_raises_naming_the_shard(cut_tar):
+    import tarfile
+
+    bad, *_ = cut_tar
+    urls = sorted(str(p) for p in bad.parent.glob("*.tar"))
+    with pytest.raises(tarfile.ReadError) as info:
+        _wds_ids(_wds_pipeline(urls))
+    assert "unexpected end of data" in str(info.value) and str(bad) in str(info.value)
+
+
+def test_truncated_tar_webdataset_warn_and_continue_loses_exactly_the_cut_samples(cut_tar,
+                                                                                    wds_fx):
+    import webdataset as wds
+
+    bad, _, _, _, whole, lost = cut_tar
+    urls = sorted(str(p) for p in bad.parent.glob("*.tar"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one warning per skipped error
+        got = _wds_ids(_wds_pipeline(urls, handler=wds.warn_and_continue))
+    result = lk.audit(got, wds_fx.samples)
+    # the sample the cut falls in arrives without its .npy member; to_tuple drops it too
+    assert result.duplicates == 0 and list(result.missing_ids) == lost, result.table()
+    assert len(lost) == 128 - len(whole) and lost[0] == whole[-1] + 1
+
+
+# -- truncated npy ----------------------------------------------------------------------------
+
+
+def test_truncated_npy_open_array_says_bytes_found_and_needed(ci_fixture, tmp_path):
+    fx = ci_fixture("array")
+    bad = lk.damaged_copy(fx, tmp_path / "array", "truncate", file="array.npy", at=0.5)
+    rows, features = fx.meta["shape"]
+    need = fx.manifest["files"]["array.npy"]["bytes"]
+    for open_it in (lambda: lk.open_array(bad), lambda: lk.MemmapRows(bad)):
+        with pytest.raises(lk.DataFormatError) as info:
+            open_it()
+        assert str(info.value) == (
+            f"{bad}: {bad.stat().st_size} bytes, but its header says float32 "
+            f"({rows}, {features}) ({need} bytes); the file is truncated or was overwritten")
+    raw = bad.parent / "array.raw"
+    damage(raw, "truncate", at=0.75)
+    with pytest.raises(lk.DataFormatError, match=re.escape(
+            f"{raw}: {raw.stat().st_size} bytes, expected {rows * features * 4} for float32 "
+            f"({rows}, {features})")):
+        lk.open_array(raw, "float32", (rows, features))
+
+
+def test_truncated_npy_shard_fails_when_the_stream_is_built(ci_fixture, tmp_path):
+    fx = ci_fixture("array_shards")
+    bad = lk.damaged_copy(fx, tmp_path / "shards", "truncate", file="shard-00001.npy", at=0.3)
+    copy = type(fx)(**{**fx.__dict__, "path": bad.parent})  # the fixture, moved to the copy
+    size = bad.stat().st_size
+    with pytest.raises(lk.DataFormatError,
+                       match=rf"^{re.escape(str(bad))}: {size} bytes, but its header says"):
+        lk.ShardStream(copy)
+
+
+def test_truncated_npy_sample_file_through_workers(ci_fixture, tmp_path):
+    fx = ci_fixture("sample_files")
+    bad = lk.damaged_copy(fx, tmp_path / "files", "truncate", file="samples/0000005.npy", at=0.5)
+    loader = lk.make_loader(lk.NpyFilesDataset(bad.parents[1]), batch_size=4, num_workers=2,
+                            timeout=30)
+    with pytest.raises(lk.DataFormatError) as info:
+        epoch_ids(loader)
+    msg = str(info.value)
+    assert f"{bad}: cannot read sample 5" in msg and "Expected (256,) = 256 elements" in msg
+
+
+def test_npy_sample_with_a_damaged_header_is_called_what_it_is(ci_fixture, tmp_path):
+    bad = lk.damaged_copy(ci_fixture("sample_files"), tmp_path / "files", "flip",
+                          file="samples/0000005.npy", at=0.0, length=8)
+    with pytest.raises(lk.DataFormatError, match=re.escape(
+            f"{bad}: sample 5 is not a .npy file (starts with b'l")) as info:
+        lk.NpyFilesDataset(bad.parents[1])[5]
+    assert "expected b'\\x93NUMPY'" in str(info.value) and "pickle" not in str(info.value)
+
+
+# -- truncated Parquet ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pq_fx(ci_fixture):
+    return ci_fixture("parquet")
+
+
+def test_truncated_parquet_fails_on_open_naming_the_file(pq_fx, tmp_path):
+    bad = lk.damaged_copy(pq_fx, tmp_path / "pq", "truncate", file="shard-00001.parquet", at=0.5)
+    for open_it in (lambda: lk.open_parquet(bad), lambda: lk.ParquetRowGroups(bad.parent)):
+        with pytest.raises(lk.DataFormatError) as info:
+            open_it()
+        assert str(info.value).startswith(f"{bad}: not a readable Parquet file (Parquet magic "
+                                          "bytes not found in footer")
+
+
+def test_damaged_parquet_row_group_fails_naming_file_and_row_group(pq_fx, tmp_path):
+    import pyarrow.parquet as pq
+
+    src = pq_fx.file("shard-00001.parquet")
+    meta = pq.ParquetFile(src).metadata
+    features = [meta.row_group(1).column(j) for j in range(meta.num_columns)
+                if meta.row_group(1).column(j).path_in_schema.startswith("features")][0]
+    at = features.data_page_offset / src.stat().st_size  # the data page header of group 1
+    bad = lk.damaged_copy(pq_fx, tmp_path / "pq", "flip", file=src.name, at=at, length=64)
+    lk.open_parquet(bad)  # the footer is intact: the file opens
+    loader = lk.make_loader(lk.ParquetRowGroups(bad.parent, batch_size=512), batch_size=None,
+                            num_workers=2, timeout=30)
+    with pytest.raises(lk.DataFormatError, match=re.escape(
+            f"{bad}: row group 1 of {meta.num_row_groups} cannot be read (")):
+        epoch_ids(loader)
+
+
+# -- corrupt JPEG -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bad_images(ci_fixture, tmp_path):
+    """A copy of the images fixture with samples 10 and 20 truncated."""
+    folder = tmp_path / "images"
+    lk.damaged_copy(ci_fixture("images"), folder, "truncate", file="images/0000010.jpg", at=0.2)
+    damage(folder / "images/0000020.jpg", "truncate", at=0.1)
+    return folder
+
+
+def test_corrupt_jpeg_raises_naming_file_sample_and_decoder(bad_images):
+    loader = lk.make_loader(lk.ImageFolderDataset(bad_images), batch_size=8, num_workers=2,
+                            timeout=30)
+    with pytest.raises(lk.DataFormatError) as info:
+        epoch_ids(loader)
+    # batch 1 (ids 8-15) comes before batch 2 (ids 16-23): sample 10's error is raised
+    assert (f"{bad_images / 'images/0000010.jpg'}: sample 10 is not a decodable JPEG (pil: "
+            "OSError: ") in str(info.value)
+
+
+def test_corrupt_jpeg_skipped_and_counted(bad_images):
+    ds = lk.ImageFolderDataset(bad_images, on_error="skip")
+    loader = lk.make_loader(ds, batch_size=16, num_workers=2, timeout=30,
+                            collate_fn=lk.skip_collate)
+    skipped, ids = 0, []
+    it = iter(loader)
+    try:
+        for batch in it:
+            skipped += batch["skipped"]
+            ids += batch["id"].tolist()
+    finally:
+        lk.shutdown(it)
+    assert skipped == 2 and len(ids) == len(ds) - 2 == len(set(ids))
+    assert sorted(set(range(len(ds))) - set(ids)) == [10, 20]
+
+
+# -- missing fixture, checksum mismatch --------------------------------------------------------
+
+
+def test_missing_fixture_file_names_it_and_repair_restores_the_digest(ci_fixture, own_data):
+    good = ci_fixture("jsonl")
+    gone = lk.damaged_copy(good, own_data / "ci" / "jsonl", "delete", file="shard-00001.jsonl")
+    with pytest.raises(lk.FixtureError) as info:
+        lk.fixture("jsonl", "ci", progress=False)
+    msg = str(info.value)
+    assert f"{gone}: missing" in msg and "labkit fixtures jsonl --scale ci --repair" in msg
+    fixed = lk.fixture("jsonl", "ci", progress=False, repair=True)
+    assert (fixed.status, fixed.digest) == ("repaired", good.digest) and gone.is_file()
+    assert lk.verify(fixed, full=True) == []
+
+
+def test_unknown_fixture_lists_the_known_ones():
+    with pytest.raises(lk.FixtureError) as info:
+        lk.fixture("imagez", "ci")
+    msg = str(info.value)
+    assert msg.startswith("no fixture named 'imagez' in ") and "fixtures.toml" in msg
+    assert "images" in msg.split("known: ")[1]
+
+
+def test_never_generated_fixture_is_generated_once(ci_fixture, own_data):
+    first = lk.fixture("tokens", "ci", progress=False)
+    again = lk.fixture("tokens", "ci", progress=False)
+    assert (first.status, again.status) == ("generated", "cached")
+    assert first.digest == again.digest == ci_fixture("tokens").digest
+    assert first.path.parent.parent == own_data
+
+
+def test_checksum_mismatch_says_actual_and_expected_and_repair_restores(ci_fixture, own_data):
+    good = ci_fixture("tokens")
+    rel = next(iter(good.manifest["files"]))
+    bad = lk.damaged_copy(good, own_data / "ci" / "tokens", "flip", file=rel, at=0.5, length=8)
+    actual = hashlib.sha256(bad.read_bytes()).hexdigest()
+    with pytest.raises(lk.FixtureError) as info:
+        lk.fixture("tokens", "ci", progress=False)
+    assert (f"{bad}: sha256 {actual[:12]}... does not match the manifest's "
+            f"{good.manifest['files'][rel]['sha256'][:12]}...") in str(info.value)
+    fixed = lk.fixture("tokens", "ci", progress=False, repair=True)
+    assert (fixed.status, fixed.digest) == ("repaired", good.digest)
+
+
+def test_checksum_mismatch_with_mtime_restored_needs_verify_all(ci_fixture, own_data):
+    good = ci_fixture("tokens")
+    rel = next(iter(good.manifest["files"]))
+    bad = lk.damaged_copy(good, own_data / "ci" / "tokens", "flip", file=rel, at=0.5, length=8)
+    os.utime(bad, ns=(bad.stat().st_atime_ns, good.manifest["files"][rel]["mtime_ns"]))
+    # the fast check trusts size + mtime (documented); only a full check hashes every byte
+    assert lk.fixture("tokens", "ci", progress=False).status == "cached"
+    with pytest.raises(lk.FixtureError, match=re.escape(f"{bad}: sha256 ")):
+        lk.fixture("tokens", "ci", progress=False, verify_all=True)
+
+
+# -- server latency, dropped connection, 5xx ---------------------------------------------------
+
+
+def _curls(url: str) -> list:
+    out = []
+    for p in psutil.process_iter(["name", "cmdline"]):
+        try:
+            if p.info["name"] == "curl" and any(url in a for a in p.info["cmdline"] or ()):
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
+def _no_curl_left(url: str, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while _curls(url) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _curls(url)
+
+
+def test_server_latency_every_sample_once_every_request_slowed(wds_fx):
+    with lk.serve(wds_fx, latency_s=0.1) as srv:
+        got = _wds_ids(_wds_pipeline(srv.urls("*.tar")))
+        log = srv.log
+    assert lk.audit(got, wds_fx.samples).ok
+    assert [r.status for r in log] == [200] * 4 and all(r.seconds >= 0.1 for r in log)
+
+
+def test_dropped_connection_raises_naming_the_shard_url(wds_fx):
+    import tarfile
+
+    fault = lk.Fault("drop", path="shard-00001.tar", after_bytes=20_000)
+    with lk.serve(wds_fx, faults=[fault]) as srv:
+        # which comes first varies: tarfile finding the stream short, or curl's exit 18
+        # ("partial file") when webdataset checks it
+        with pytest.raises((tarfile.ReadError, OSError)) as info:
+            _wds_ids(_wds_pipeline(srv.urls("*.tar")))
+        dropped = [(r.path, r.bytes_sent, r.fault) for r in srv.log if r.fault]
+        url = srv.url_for("shard-00001.tar")
+    assert re.search(r"unexpected end of data|exit 18", str(info.value)), str(info.value)
+    assert url in info.value.args  # webdataset appends the URL it was reading
+    assert dropped == [("shard-00001.tar", 20_000, "drop after 20000 B")]
+    assert _no_curl_left(url)
+
+
+def test_transient_503_is_retried_and_every_sample_arrives_once(wds_fx):
+    fault = lk.Fault("status", path="shard-00000.tar", code=503, nth=1)
+    with lk.serve(wds_fx, faults=[fault]) as srv:
+        got = _wds_ids(_wds_pipeline(srv.urls("*.tar")))
+        statuses = [r.status for r in srv.log if r.path == "shard-00000.tar"]
+    assert lk.audit(got, wds_fx.samples).ok and statuses == [503, 200]  # one retry, counted
+
+
+@pytest.mark.parametrize("fault", [lk.Fault("status", path="shard-00001.tar", code=503),
+                                   lk.Fault("stall", path="shard-00001.tar", stall_s=60)],
+                         ids=["503-always", "stall"])
+def test_server_that_never_answers_is_ended_by_the_loader_timeout(wds_fx, fault, live_workers):
+    """curl retries a 503 for a minute, and waits on a stall for as long: timeout= ends both."""
+    with lk.serve(wds_fx, faults=[fault]) as srv:
+        loader = lk.make_loader(_wds_pipeline(srv.urls("*.tar")), batch_size=None,
+                                num_workers=1, timeout=2)
+        got, it = [], iter(loader)
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(RuntimeError) as info:
+                for batch in it:
+                    got += [int(k) for k in batch[-1]]
+                    t0 = time.monotonic()
+            waited = time.monotonic() - t0
+            left = live_workers()
+        finally:
+            lk.shutdown(it)
+        url = srv.url_for("shard-00001.tar")
+    hits = [r.fault for r in srv.log if r.path == "shard-00001.tar"]  # a stall is logged at stop
+    # shard 0 but its last batch: sample 127 is complete only when the next key arrives
+    assert got == list(range(112))
+    assert re.match(r"DataLoader timed out after 2 seconds: worker 0 \(pid \d+\) has not "
+                    r"delivered batch 7 \(", str(info.value)), str(info.value)
+    assert 2 <= waited < 6 and left == []  # the loader stopped its worker itself
+    assert hits and set(hits) == {str(fault)}
+    assert _no_curl_left(url)  # the orphaned curl ends with the server
+
+
+# -- worker crash, worker hang ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("context, how, death", [
+    ("fork", "exit", r"exited with code 3 \(the dataset code"),
+    ("fork", "SIGSEGV", r"was killed by SIGSEGV: a crash in native code"),
+    ("fork", "SIGKILL", r"was killed by SIGKILL: killed from outside, most often by the "
+                        r"out-of-memory killer"),
+    ("forkserver", "SIGSEGV", r"was killed by SIGSEGV"),
+])
+def test_worker_crash_is_reported_within_seconds_naming_the_worker(context, how, death,
+                                                                   live_workers):
+    # index 10 is in batch 2, worker 0's second batch; timeout=60 as make_loader's default
+    loader = lk.make_loader(BreaksAt(how=how), batch_size=4, num_workers=2, timeout=60,
+                            multiprocessing_context=context)
+    t0 = time.monotonic()
+    it = iter(loader)
+    try:
+        with pytest.raises(RuntimeError) as info:
+            for _ in it:
+                pass
+        seconds = time.monotonic() - t0
+        left = live_workers()
+    finally:
+        lk.shutdown(it)
+    # forkserver: no SIGCHLD reaches the loader; before the 0.5 s health poll it took 60 s
+    assert seconds < 30, f"{seconds:.0f} s to notice a dead worker"
+    assert re.search(r"^DataLoader worker \(pid\(s\) \d+\) exited unexpectedly: worker 0 "
+                     rf"\(pid \d+\) {death}", str(info.value)), str(info.value)
+    assert left == []  # its other worker was stopped with it
+
+
+def test_worker_hang_ends_at_the_timeout_naming_the_worker_and_batch(live_workers):
+    loader = lk.make_loader(BreaksAt(how="hang"), batch_size=4, num_workers=2, timeout=1)
+    it = iter(loader)
+    got = []
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError) as info:
+            for batch in it:
+                got += batch.tolist()
+        seconds = time.monotonic() - t0
+        left = live_workers()
+    finally:
+        lk.shutdown(it)
+    assert re.match(r"DataLoader timed out after 1 seconds: worker 0 \(pid \d+\) has not "
+                    r"delivered batch 2 \(", str(info.value)), str(info.value)
+    assert got == [0, 1, 2, 3, 4, 5, 6, 7]  # batches 0 and 1; batch 2 holds index 10
+    assert seconds < 5 and left == []  # the hung worker was killed, not joined for 5 s
+
+
+# -- spawn and forkserver ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+def test_start_method_kit_stream_exactly_once(wds_fx, context):
+    loader = lk.make_loader(lk.TarShardStream(wds_fx, seed=0, buffer_size=16), batch_size=64,
+                            num_workers=2, timeout=60, multiprocessing_context=context)
+    result = lk.audit(epoch_ids(loader), wds_fx.samples)
+    assert result.ok, result.table()
+
+
+class NotebookCellDataset(BreaksAt):
+    """Stands for a Dataset defined in a notebook cell: it lives in ``__main__``."""
+
+
+def test_spawn_worker_cannot_import_a_notebook_cell_class(monkeypatch, live_workers):
+    monkeypatch.setattr(NotebookCellDataset, "__module__", "__main__")
+    monkeypatch.setattr(sys.modules["__main__"], "NotebookCellDataset", NotebookCellDataset,
+                        raising=False)
+    loader = lk.make_loader(NotebookCellDataset(), batch_size=4, num_workers=1, timeout=60,
+                            multiprocessing_context="spawn")
+    t0 = time.monotonic()
+    it = iter(loader)
+    try:
+        with pytest.raises(RuntimeError) as info:
+            next(it)
+        seconds = time.monotonic() - t0
+    finally:
+        lk.shutdown(it)
+    assert re.search(r"worker 0 \(pid \d+\) exited with code 1: .* a dataset class the worker "
+                     r"cannot import, e\.g\. one defined in a notebook cell", str(info.value))
+    assert seconds < 30 and live_workers() == []
+
+
+# -- interrupt mid-epoch, then resume ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("who", ["kernel", "terminal"])
+def test_interrupt_mid_epoch_then_resume_loses_and_repeats_nothing(wds_fx, who):
+    """SIGINT after batch 3: to the main process only (Jupyter's interrupt button), or to the
+    workers too (Ctrl-C in a terminal signals the whole foreground process group)."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def make():
+        return StatefulDataLoader(lk.TarShardStream(wds_fx, seed=3, buffer_size=64),
+                                  batch_size=32, num_workers=2, timeout=30)
+
+    reference = epoch_ids(make())
+    loader, before = make(), []
+    it = iter(loader)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for batch in it:
+                before += _ids(batch)
+                if len(before) == 3 * 32:
+                    if who == "terminal":
+                        for w in it._workers:
+                            os.kill(w.pid, signal.SIGINT)
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(5)  # the KeyboardInterrupt arrives before this ends
+        state = pickle.loads(pickle.dumps(loader.state_dict()))  # what a restart keeps
+    finally:
+        lk.shutdown(it)
+    resumed = make()
+    resumed.load_state_dict(state)
+    after = epoch_ids(resumed)
+    got = before + after
+    lost, repeated = Counter(reference) - Counter(got), Counter(got) - Counter(reference)
+    assert (sum(lost.values()), sum(repeated.values())) == (0, 0) and got == reference
+    assert len(before) == 96 and len(reference) == wds_fx.samples
+
+
+# -- a notebook run twice ---------------------------------------------------------------------
+
+
+def test_notebook_run_twice_in_one_kernel(labkit_env, tmp_path, monkeypatch):
+    """Chapter 00, Run All twice in the same kernel (what a learner does), on the session's
+    fixture cache and one records folder."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from labkit import paths
+    from labkit.fixtures import load_specs
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # the kernel's temporary folders land here
+    monkeypatch.setenv("LABKIT_SCALE", "ci")
+    records = tmp_path / "records"  # both runs' records, and nothing else
+    monkeypatch.setenv("LABKIT_RECORDS", str(records))
+    nb = nbformat.read(paths.notebooks_dir() / "00_start_here.ipynb", as_version=4)
+    client = NotebookClient(nb, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(paths.notebooks_dir())}})
+    data = labkit_env["data"] / "ci"
+    stamps = []
+    with client.setup_kernel():
+        for _ in range(2):
+            for index, cell in enumerate(nb.cells):
+                client.execute_cell(cell, index)  # raises CellExecutionError on any error
+            stamps.append({p: p.stat().st_mtime_ns for p in data.rglob("*") if p.is_file()
+                           and not p.name.startswith(".")})
+    # records are named by the second they were written; one in the same second gets "-1"
+    new = sorted(p.name for p in records.glob("*.json"))
+    assert len(new) == 2 and all(n.startswith("00_start_here--") for n in new), new
+    assert stamps[1] == stamps[0]  # the second run regenerated and rewrote nothing
+    # the cells hold the second run's outputs: its fixture table says every one was cached
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []))
+    statuses = re.findall(r"^(\w+) +(cached|generated|repaired) ", text, re.MULTILINE)
+    assert sorted(statuses) == sorted((name, "cached") for name in load_specs()), statuses
+    leftovers = [p.name for p in data.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
+    assert leftovers == [] and list(scratch.iterdir()) == []
+
+
+# -- the end of the session -------------------------------------------------------------------
+
+
+@pytest.mark.session_last
+def test_session_leaves_no_process_and_no_shared_memory(session_leftovers):
+    """Runs last in the whole session (conftest moves it after the notebooks)."""
+    problems = session_leftovers()
+    assert not problems, "\n".join(problems)
+
+
+def test_session_leftovers_check_fails_on_a_deliberate_leak(tmp_path, request):
+    """A pytest run with this conftest, a test that leaks a process and a /dev/shm entry,
+    and the session-last check: the run must fail and name both."""
+    import shutil
+    import subprocess
+
+    tests = os.path.dirname(__file__)
+    shutil.copy(os.path.join(tests, "conftest.py"), tmp_path / "conftest.py")
+    shm = f"labkit-leaktest-{os.getpid()}"
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_a_check.py").write_text(  # sorts first: the hook must move it last
+        "import pytest\n\n\n"
+        "@pytest.mark.session_last\n"
+        "def test_last(session_leftovers):\n"
+        "    problems = session_leftovers()\n"
+        "    assert not problems, '\\n'.join(problems)\n")
+    (tmp_path / "test_b_leak.py").write_text(
+        "import subprocess, sys\nfrom pathlib import Path\nimport pytest\n\n\n"
+        "@pytest.fixture(scope='session')\n"
+        "def sleeper():\n"  # session-scoped: the per-test guard does not own it
+        "    p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        f"    Path({str(tmp_path / 'pid')!r}).write_text(str(p.pid))\n"
+        "    return p\n\n\n"
+        "def test_leaks(sleeper):\n"
+        f"    Path('/dev/shm/{shm}').write_bytes(b'x')\n")
+    # no third-party plugins (nbval, jupyter): only the conftest under test, and quick
+    env = {**os.environ, "LABKIT_LEAK_GRACE_S": "0.5", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    try:
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "-p", "no:randomly", str(tmp_path)], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        pid = (tmp_path / "pid").read_text() if (tmp_path / "pid").exists() else None
+        if pid:
+            try:
+                psutil.Process(int(pid)).kill()
+            except psutil.Error:
+                pass
+        if os.path.exists(f"/dev/shm/{shm}"):
+            os.unlink(f"/dev/shm/{shm}")
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    assert "1 failed, 1 passed" in out and "test_last" in out, out
+    assert f"pid {pid}" in out and shm in out, out
