@@ -130,8 +130,9 @@ class PackedImages(Dataset):
 def image_train_step(classes: int = 10, seed: int = 0, channels: int = 16) -> Callable:
     """A real train step for ``{"image": uint8 NCHW, "label"}`` batches: a small CNN + SGD.
 
-    A 4x4 patchify convolution, a strided one, global pooling, a linear layer, cross-entropy, one SGD step.
-    Same seed, same initial weights. The callable's ``model`` attribute is the model.
+    A 4x4 patchify convolution, a strided one, global pooling, a linear layer,
+    cross-entropy, one SGD step. Same seed, same initial weights. The callable's ``model``
+    attribute is the model.
     """
     gen = torch.Generator().manual_seed(seed)
     model = torch.nn.Sequential(
