@@ -8,7 +8,7 @@ measures each with the meter and the same train step, audits that every id came 
 once, and reports a ratio against torch's map-style DataLoader measured in the same run.
 
 A library that is not installed (or cannot run here: DALI needs CUDA) is skipped with the
-reason and the command that installs it; :func:`probe` says which.
+reason and the command that installs it; :func:`probe_loader` says which.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from .sharding import assign, current_split
 
 @dataclass
 class BakeoffData:
-    """The one fixture's samples and the formats written from them (see :func:`prepare_data`).
+    """The one fixture's samples and the formats written from them (see :func:`prepare_bakeoff`).
 
     ``rows`` are ``(id, label, file)``; ``formats`` maps a format name to its files or
     folder; ``conversion_s`` how long writing each format took (not part of any loader's
@@ -146,7 +146,7 @@ WRITERS: dict[str, Callable[[BakeoffData], object]] = {
     "tar": _write_tar, "parquet": _write_parquet, "mds": _write_mds, "litdata": _write_litdata}
 
 
-def prepare_data(images, dest, *, samples: int | None = None, shards: int = 4,
+def prepare_bakeoff(images, dest, *, samples: int | None = None, shards: int = 4,
                  row_group: int = 64, formats=("tar", "parquet")) -> BakeoffData:
     """Write the first ``samples`` images of ``images`` into each of ``formats`` under ``dest``.
 
@@ -266,7 +266,7 @@ class _Decoded(Dataset):
 # -- the adapters ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Adapter:
+class LoaderAdapter:
     """One loader in the bake-off.
 
     ``modules`` must import (checked with ``importlib.util.find_spec`` first, then a real
@@ -285,7 +285,7 @@ class Adapter:
     note: str = ""
 
 
-def probe(adapter: Adapter) -> tuple[bool, str]:
+def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
     """``(True, version)`` if the adapter can run here, else ``(False, reason)``.
 
     The reason names the library and how to install it.
@@ -346,7 +346,10 @@ def _hf_streaming(data, batch_size, num_workers, decoder):
 
     files = [str(p) for p in ensure_format(data, "parquet")]
     ds = datasets.load_dataset("parquet", data_files=files, split="train", streaming=True)
-    ds = ds.map(_HFDecode(decoder), remove_columns=["jpg"]).with_format("torch")
+    # no with_format("torch") and no declared features: either casts the decoded uint8
+    # image (torch format: every integer array to int64); the map's numpy array passes
+    # through as it is, and the DataLoader's collate makes the tensors
+    ds = ds.map(_HFDecode(decoder), remove_columns=["jpg"])
     return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
 
 
@@ -489,46 +492,46 @@ def _dali(data, batch_size, num_workers, decoder):
 
 
 _PIP = "install it with: pip install "
-ADAPTERS: tuple[Adapter, ...] = (
-    Adapter("torch map-style", "torch", ("torch",), _PIP + "torch", _torch_map,
+ADAPTERS: tuple[LoaderAdapter, ...] = (
+    LoaderAdapter("torch map-style", "torch", ("torch",), _PIP + "torch", _torch_map,
             note="ImageFolderDataset + DataLoader: the baseline"),
-    Adapter("torch IterableDataset", "torch", ("torch",), _PIP + "torch", _torch_iterable,
+    LoaderAdapter("torch IterableDataset", "torch", ("torch",), _PIP + "torch", _torch_iterable,
             note="tar shards by hand (tarfile), shards split over workers"),
-    Adapter("WebDataset", "webdataset", ("webdataset",), _PIP + "webdataset", _webdataset,
+    LoaderAdapter("WebDataset", "webdataset", ("webdataset",), _PIP + "webdataset", _webdataset,
             note="WebDataset + WebLoader over the tar shards"),
-    Adapter("HF datasets streaming", "datasets", ("datasets",), _PIP + "datasets",
+    LoaderAdapter("HF datasets streaming", "datasets", ("datasets",), _PIP + "datasets",
             _hf_streaming, note="load_dataset('parquet', streaming=True) + DataLoader"),
-    Adapter("Arrow", "pyarrow", ("pyarrow",), _PIP + "pyarrow", _arrow,
+    LoaderAdapter("Arrow", "pyarrow", ("pyarrow",), _PIP + "pyarrow", _arrow,
             note="pyarrow row groups split over workers, batches yielded"),
-    Adapter("torchdata.nodes", "torchdata", ("torchdata.nodes",), _PIP + "torchdata",
+    LoaderAdapter("torchdata.nodes", "torchdata", ("torchdata.nodes",), _PIP + "torchdata",
             _torchdata_nodes, note="ParallelMapper with threads (num_workers threads)"),
-    Adapter("StatefulDataLoader", "torchdata", ("torchdata.stateful_dataloader",),
+    LoaderAdapter("StatefulDataLoader", "torchdata", ("torchdata.stateful_dataloader",),
             _PIP + "torchdata", _stateful_dataloader, note="a resumable DataLoader"),
-    Adapter("Ray Data", "ray", ("ray", "ray.data"), _PIP + "'ray[data]'", _ray_data,
+    LoaderAdapter("Ray Data", "ray", ("ray", "ray.data"), _PIP + "'ray[data]'", _ray_data,
             core=False, note="read_parquet + map_batches + iter_torch_batches"),
-    Adapter("MosaicML Streaming", "mosaicml-streaming", ("streaming",),
+    LoaderAdapter("MosaicML Streaming", "mosaicml-streaming", ("streaming",),
             _PIP + "mosaicml-streaming", _mosaic_streaming, core=False,
             note="MDS shards + StreamingDataset + DataLoader"),
-    Adapter("LitData", "litdata", ("litdata",), _PIP + "litdata", _litdata, core=False,
+    LoaderAdapter("LitData", "litdata", ("litdata",), _PIP + "litdata", _litdata, core=False,
             note="optimize() chunks + StreamingDataset + StreamingDataLoader"),
-    Adapter("DALI", "nvidia-dali-cuda120", ("nvidia.dali",),
+    LoaderAdapter("DALI", "nvidia-dali-cuda120", ("nvidia.dali",),
             _PIP + "nvidia-dali-cuda120 (on a CUDA machine)", _dali, core=False,
             needs_cuda=True, note="file reader + mixed (GPU) decoder"),
-    Adapter("Petastorm", "petastorm", ("petastorm",), _PIP + "petastorm", _petastorm,
+    LoaderAdapter("Petastorm", "petastorm", ("petastorm",), _PIP + "petastorm", _petastorm,
             core=False, note="make_batch_reader over the Parquet shards"),
 )
 
 
-def adapter_names(core_only: bool = False) -> list[str]:
+def loader_names(core_only: bool = False) -> list[str]:
     """The adapters' names, core ones first."""
     return [a.name for a in ADAPTERS if a.core or not core_only]
 
 
-def get_adapter(name: str) -> Adapter:
+def get_adapter(name: str) -> LoaderAdapter:
     for a in ADAPTERS:
         if a.name == name:
             return a
-    raise KeyError(f"no bake-off adapter {name!r}; choose one of {', '.join(adapter_names())}")
+    raise KeyError(f"no bake-off adapter {name!r}; choose one of {', '.join(loader_names())}")
 
 
 def build_loader(name: str, data: BakeoffData, *, batch_size: int = 32, num_workers: int = 0,
@@ -537,7 +540,7 @@ def build_loader(name: str, data: BakeoffData, *, batch_size: int = 32, num_work
     from .errors import LabkitError
 
     a = get_adapter(name)
-    ok, why = probe(a)
+    ok, why = probe_loader(a)
     if not ok:
         raise LabkitError(f"{name}: {why}")
     return a.build(data, batch_size, num_workers, decoder)
@@ -601,13 +604,13 @@ def run_bakeoff(data: BakeoffData, step: Callable, *, names=None, batch_size: in
     """
     from .capstone import measure_audited
 
-    wanted = list(names) if names is not None else adapter_names()
+    wanted = list(names) if names is not None else loader_names()
     baseline = ADAPTERS[0].name
     order = [baseline] + [n for n in wanted if n != baseline]
     results: list[BakeoffResult] = []
     for name in order:
         a = get_adapter(name)
-        ok, why = probe(a)
+        ok, why = probe_loader(a)
         r = BakeoffResult(name, a.dist, why if ok else None, num_workers)
         if not ok:
             r.skipped = why
@@ -662,6 +665,6 @@ def _audit_line(a: Audit) -> str:
     return f"{a.duplicates} duplicates, {a.missing} missing"
 
 
-def cleanup(data: BakeoffData) -> None:
+def cleanup_bakeoff(data: BakeoffData) -> None:
     """Remove the formats written for the bake-off (the fixture itself is never touched)."""
     shutil.rmtree(data.dest, ignore_errors=True)
