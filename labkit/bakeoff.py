@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import io
+import multiprocessing
 import shutil
 import tarfile
 import time
@@ -135,10 +136,16 @@ def _write_litdata(data: BakeoffData) -> Path:
 
     folder = data.dest / "litdata"
     items = [(i, lab, str(data.images / rel)) for i, lab, rel in data.rows]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        litdata.optimize(fn=_litdata_item, inputs=items, output_dir=str(folder),
-                         chunk_bytes="4MB", num_workers=1, mode="overwrite")
+    # optimize() sets the process-wide start method to spawn and leaves it so: every later
+    # DataLoader here would start its workers by spawn. Put the previous one back.
+    method = multiprocessing.get_start_method(allow_none=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            litdata.optimize(fn=_litdata_item, inputs=items, output_dir=str(folder),
+                             chunk_bytes="4MB", num_workers=1, mode="overwrite")
+    finally:
+        multiprocessing.set_start_method(method, force=True)
     return folder
 
 
@@ -247,6 +254,16 @@ class _HFDecode:
     def __call__(self, ex: dict) -> dict:
         img = decode_jpeg(ex["jpg"], self.decoder)
         return {"image": np.ascontiguousarray(img.transpose(2, 0, 1))}
+
+
+class _DecodeItem:
+    """Picklable: ``{"id", "label", "jpg"}`` -> the decoded sample (a library's transform)."""
+
+    def __init__(self, decoder: str):
+        self.decoder = decoder
+
+    def __call__(self, item: dict) -> dict:
+        return _sample(item["id"], item["label"], item["jpg"], self.decoder)
 
 
 class _Decoded(Dataset):
@@ -420,10 +437,11 @@ def _litdata(data, batch_size, num_workers, decoder):
     import litdata
 
     folder = ensure_format(data, "litdata")
-    ds = litdata.StreamingDataset(input_dir=f"local:{folder}", shuffle=False)
+    # StreamingDataLoader takes only litdata's own datasets: decode through its transform
+    ds = litdata.StreamingDataset(input_dir=str(folder), shuffle=False,
+                                  transform=_DecodeItem(decoder))
     kw = {"timeout": DEFAULT_TIMEOUT_S} if num_workers else {}
-    return litdata.StreamingDataLoader(_Decoded(ds, decoder), batch_size=batch_size,
-                                       num_workers=num_workers, **kw)
+    return litdata.StreamingDataLoader(ds, batch_size=batch_size, num_workers=num_workers, **kw)
 
 
 class _PetastormBatches:

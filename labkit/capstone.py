@@ -152,7 +152,7 @@ def image_train_step(classes: int = 10, seed: int = 0, channels: int = 16) -> Ca
         loss = torch.nn.functional.cross_entropy(model(x), batch["label"])
         loss.backward()
         opt.step()
-        return float(loss)
+        return loss.item()
 
     step.label = f"small CNN ({channels} channels) + SGD"
     step.model = model
