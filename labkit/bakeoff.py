@@ -682,18 +682,18 @@ def run_bakeoff(data: BakeoffData, step: Callable, *, names=None, batch_size: in
 
 def format_bakeoff(results: list[BakeoffResult]) -> str:
     """A text table: library, version, samples/s, x torch map-style, first batch, audit."""
-    head = (f"{'loader':<23}{'library':<20}{'version':<12}{'samples/s':>10}{'x map':>7}"
+    head = (f"{'loader':<25}{'library':<20}{'version':<12}{'samples/s':>10}{'x map':>7}"
             f"{'first ms':>9}  exactly once")
     lines = [head, "-" * len(head)]
     for r in results:
         if r.ok:
-            lines.append(f"{r.name:<23}{r.library:<20}{r.version or '':<12}"
+            lines.append(f"{r.name:<25}{r.library:<20}{r.version or '':<12}"
                          f"{r.samples_per_s:>10,.0f}{r.ratio:>7.2f}"
                          f"{r.measurement.first_batch_s * 1e3:>9.0f}  "
                          f"{'ok' if r.audit.ok else 'NO: ' + _audit_line(r.audit)}")
         else:
             why = f"skipped: {r.skipped}" if r.skipped else f"failed: {r.error}"
-            lines.append(f"{r.name:<23}{r.library:<20}{'':<12}{why}")
+            lines.append(f"{r.name:<25}{r.library:<20}{'':<12}{why}")
     return "\n".join(lines)
 
 
