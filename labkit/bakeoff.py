@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, IterableDataset, Subset, default_collate
+from torch.utils.data import IterableDataset, Subset, default_collate
 
 from .audits import Audit
 from .images import ImageFolderDataset, decode_jpeg, read_labels
@@ -266,18 +266,14 @@ class _DecodeItem:
         return _sample(item["id"], item["label"], item["jpg"], self.decoder)
 
 
-class _Decoded(Dataset):
-    """A map-style view that decodes another dataset's ``{"id", "label", "jpg"}`` items."""
+class _DecodeCollate:
+    """Picklable collate: decode a list of ``{"id", "label", "jpg"}`` items, then batch."""
 
-    def __init__(self, base, decoder: str):
-        self.base, self.decoder = base, decoder
+    def __init__(self, decoder: str):
+        self.decode = _DecodeItem(decoder)
 
-    def __len__(self) -> int:
-        return len(self.base)
-
-    def __getitem__(self, i):
-        item = self.base[i]
-        return _sample(item["id"], item["label"], item["jpg"], self.decoder)
+    def __call__(self, items: list) -> dict:
+        return default_collate([self.decode(it) for it in items])
 
 
 # -- the adapters ---------------------------------------------------------------------------
@@ -399,18 +395,27 @@ def _stateful_dataloader(data, batch_size, num_workers, decoder):
 class _RayBatches:
     """Re-iterable over a Ray dataset: each pass is one ``iter_torch_batches``."""
 
-    def __init__(self, ds, batch_size):
-        self.ds, self.batch_size = ds, batch_size
+    def __init__(self, ds, batch_size, started_ray: bool):
+        self.ds, self.batch_size, self.started_ray = ds, batch_size, started_ray
 
     def __iter__(self):
         for b in self.ds.iter_torch_batches(batch_size=self.batch_size):
             yield {"image": b["image"], "label": b["label"], "id": b["id"]}
 
+    def close(self) -> None:
+        """Stop the Ray processes this adapter started (``lk.shutdown`` calls it)."""
+        if self.started_ray:
+            import ray
+
+            ray.shutdown()
+            self.started_ray = False
+
 
 def _ray_data(data, batch_size, num_workers, decoder):
     import ray
 
-    if not ray.is_initialized():
+    started = not ray.is_initialized()
+    if started:
         ray.init(num_cpus=max(1, num_workers), include_dashboard=False, log_to_driver=False,
                  configure_logging=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
@@ -422,15 +427,18 @@ def _ray_data(data, batch_size, num_workers, decoder):
 
     files = [str(p) for p in ensure_format(data, "parquet")]
     ds = ray.data.read_parquet(files).map_batches(decode, batch_format="numpy")
-    return _RayBatches(ds, batch_size)
+    return _RayBatches(ds, batch_size, started)
 
 
 def _mosaic_streaming(data, batch_size, num_workers, decoder):
     from streaming import StreamingDataset
 
     folder = ensure_format(data, "mds")
+    # a StreamingDataset is iterated (it splits samples over ranks and workers itself);
+    # decoding happens in the collate, which runs in the workers
     ds = StreamingDataset(local=str(folder), shuffle=False, batch_size=batch_size)
-    return make_loader(_Decoded(ds, decoder), batch_size=batch_size, num_workers=num_workers)
+    return make_loader(ds, batch_size=batch_size, num_workers=num_workers,
+                       collate_fn=_DecodeCollate(decoder))
 
 
 def _litdata(data, batch_size, num_workers, decoder):
@@ -471,8 +479,8 @@ def _petastorm(data, batch_size, num_workers, decoder):
 
 
 class _DaliBatches:
-    def __init__(self, files, ids, batch_size, num_workers):
-        self.files, self.ids = files, ids
+    def __init__(self, files, ids, labels, batch_size, num_workers):
+        self.files, self.ids, self.labels = files, ids, labels
         self.batch_size, self.threads = batch_size, max(1, num_workers)
 
     def __iter__(self):
@@ -493,20 +501,14 @@ class _DaliBatches:
             yield {"image": out["image"].permute(0, 3, 1, 2).cpu(), "id": ids,
                    "label": self.labels[ids]}
 
-    @property
-    def labels(self):
-        return self._labels
-
 
 def _dali(data, batch_size, num_workers, decoder):
     files = [str(data.images / rel) for _, _, rel in data.rows]
     ids = [int(i) for i, _, _ in data.rows]
-    b = _DaliBatches(files, ids, batch_size, num_workers)
-    labels = torch.zeros(max(ids) + 1, dtype=torch.int64)
+    labels = torch.zeros(max(ids) + 1, dtype=torch.int64)  # id -> label
     for i, lab, _ in data.rows:
         labels[i] = lab
-    b._labels = labels
-    return b
+    return _DaliBatches(files, ids, labels, batch_size, num_workers)
 
 
 _PIP = "install it with: pip install "
