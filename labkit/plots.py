@@ -253,7 +253,8 @@ def plot_bakeoff(results, title: str | None = None):
     plt = _plt()
     ran = [r for r in results if r.ok]
     rest = [r for r in results if not r.ok]
-    fig, ax = plt.subplots(figsize=(9, 0.5 * len(ran) + 1.8 + 0.22 * len(rest)))
+    bars_h, text_h = 0.5 * len(ran) + 1.6, (0.17 * len(rest) + 0.25 if rest else 0.0)
+    fig, ax = plt.subplots(figsize=(9, bars_h + text_h))
     names = [f"{r.name} ({r.version})" for r in ran]
     rates = [r.samples_per_s for r in ran]
     colors = ["tab:blue" if r.audit.ok else "tab:red" for r in ran]
@@ -267,11 +268,10 @@ def plot_bakeoff(results, title: str | None = None):
     ax.margins(x=0.3)
     ax.set_title(title or "one fixture, one train step, every installed loader")
     if rest:
+        # the reason without its install hint (the table has it): one short line each
         text = "\n".join(f"{r.name}: {'skipped' if r.skipped else 'failed'}: "
-                         f"{(r.skipped or r.error)[:80]}" for r in rest)
-        fig.text(0.01, 0.01, text, fontsize=7, va="bottom", color="grey")
-        fig.subplots_adjust(bottom=0.12 + 0.045 * len(rest))
-    else:
-        fig.tight_layout()
+                         f"{(r.skipped or r.error).split('; install')[0][:90]}" for r in rest)
+        fig.text(0.01, 0.01, text, fontsize=7, va="bottom", color="dimgrey")
+    fig.tight_layout(rect=(0, text_h / (bars_h + text_h), 1, 1))
     plt.close(fig)
     return fig
