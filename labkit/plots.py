@@ -209,3 +209,69 @@ def plot_shuffle_quality(results: dict, metric: str = "same_shard_neighbours",
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def plot_tuning(results, title: str | None = None):
+    """The capstone's steps: samples/s after each change, the gain of each step (chapter 11).
+
+    Left: whole-pass samples/s after each step, labelled with the cumulative gain over the
+    first step. Right: each step's own gain over the step before (1.0 = no change; a bar
+    below 1 is a step that did not help on this machine).
+    """
+    plt = _plt()
+    rs = list(results)
+    names = [r.step.name for r in rs]
+    rates = [r.samples_per_s for r in rs]
+    gains = [1.0] + [b / a for a, b in zip(rates, rates[1:], strict=False)]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 0.45 * len(rs) + 2.2), sharey=True)
+    ax1.barh(names, rates, color="tab:blue", alpha=0.85)
+    ax1.invert_yaxis()
+    for y, v in enumerate(rates):
+        ax1.text(v, y, f"  {v:,.0f}/s  x{v / rates[0]:.2f}", va="center", fontsize=9)
+    ax1.set_xlabel("samples/s, whole pass with the train step (median)")
+    ax1.margins(x=0.35)
+    colors = ["grey"] + ["tab:green" if g >= 1.05 else "tab:red" if g < 0.95 else "tab:orange"
+                         for g in gains[1:]]
+    ax2.barh(names, [g - 1 for g in gains], left=1, color=colors)
+    ax2.axvline(1, color="black", lw=0.8)
+    for y, g in enumerate(gains[1:], start=1):
+        ax2.text(max(g, 1), y, f"  x{g:.2f}", va="center", fontsize=9)
+    ax2.set_xlabel("gain of this step over the previous one")
+    ax2.margins(x=0.3)
+    fig.suptitle(title or f"naive to tuned: x{rates[-1] / rates[0]:.2f}")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def plot_bakeoff(results, title: str | None = None):
+    """The bake-off: samples/s per loader, x the torch map-style baseline (chapter 11).
+
+    Loaders that ran are bars (red when the exactly-once audit failed); skipped or failed
+    ones are listed under the plot with their reason cut short.
+    """
+    plt = _plt()
+    ran = [r for r in results if r.ok]
+    rest = [r for r in results if not r.ok]
+    bars_h, text_h = 0.5 * len(ran) + 1.6, (0.17 * len(rest) + 0.25 if rest else 0.0)
+    fig, ax = plt.subplots(figsize=(9, bars_h + text_h))
+    names = [f"{r.name} ({r.version})" for r in ran]
+    rates = [r.samples_per_s for r in ran]
+    colors = ["tab:blue" if r.audit.ok else "tab:red" for r in ran]
+    ax.barh(names, rates, color=colors, alpha=0.85)
+    ax.invert_yaxis()
+    for y, r in enumerate(ran):
+        mark = "" if r.audit.ok else "  NOT exactly once"
+        ax.text(rates[y], y, f"  {rates[y]:,.0f}/s  x{r.ratio:.2f}{mark}", va="center",
+                fontsize=9)
+    ax.set_xlabel("samples/s, whole pass with the same train step (median)")
+    ax.margins(x=0.3)
+    ax.set_title(title or "one fixture, one train step, every installed loader")
+    if rest:
+        # the reason without its install hint (the table has it): one short line each
+        text = "\n".join(f"{r.name}: {'skipped' if r.skipped else 'failed'}: "
+                         f"{(r.skipped or r.error).split('; install')[0][:90]}" for r in rest)
+        fig.text(0.01, 0.01, text, fontsize=7, va="bottom", color="dimgrey")
+    fig.tight_layout(rect=(0, text_h / (bars_h + text_h), 1, 1))
+    plt.close(fig)
+    return fig

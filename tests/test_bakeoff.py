@@ -1,0 +1,128 @@
+"""labkit.bakeoff: one fixture in every format, every core loader exactly once (chapter 11)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+import labkit as lk
+from labkit import bakeoff
+from tests.contracts import check_exactly_once
+
+SAMPLES = 48
+
+
+@pytest.fixture(scope="module")
+def data(ci_fixture, tmp_path_factory):
+    d = lk.prepare_bakeoff(ci_fixture("images"), tmp_path_factory.mktemp("bake"),
+                           samples=SAMPLES, shards=4, row_group=8)
+    yield d
+    lk.cleanup_bakeoff(d)
+
+
+def test_formats_written_and_timed(data):
+    assert data.samples == SAMPLES
+    assert set(data.formats) == {"tar", "parquet"}
+    assert all(s >= 0 for s in data.conversion_s.values())
+    assert len(data.formats["tar"]) == len(data.formats["parquet"]) == 4
+
+
+CORE = lk.loader_names(core_only=True)
+
+
+def test_core_loaders_are_the_promised_ones():
+    assert CORE == ["torch map-style", "torch IterableDataset", "WebDataset",
+                    "HF datasets streaming", "Arrow", "torchdata.nodes", "StatefulDataLoader"]
+    assert all(lk.probe_loader(bakeoff.get_adapter(n))[0] for n in CORE)
+
+
+@pytest.mark.parametrize("name", CORE)
+def test_core_loader_delivers_every_id_once(data, name):
+    def make(rank, world_size, num_workers):
+        return lk.build_loader(name, data, batch_size=8, num_workers=num_workers)
+
+    # one rank: the adapters split over workers; ranks are chapter 04's contract
+    check_exactly_once(make, SAMPLES, workers=(0, 2), world_sizes=(1,))
+
+
+def test_batches_have_the_same_shape_everywhere(data, ci_fixture):
+    size = ci_fixture("images").meta["size"]
+    for name in CORE:
+        it = iter(lk.build_loader(name, data, batch_size=8, num_workers=0))
+        batch = next(it)
+        lk.shutdown(it)
+        assert batch["image"].shape == (8, 3, size, size), name
+        assert batch["image"].dtype == torch.uint8, name
+        assert batch["label"].shape == batch["id"].shape == (8,), name
+
+
+def test_absent_library_is_skipped_with_reason_and_install(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("ray") else real(name, *a))
+    ok, why = lk.probe_loader(bakeoff.get_adapter("Ray Data"))
+    assert not ok
+    assert "ray is not installed" in why and "pip install 'ray[data]'" in why
+
+
+def test_dali_needs_cuda_says_so(monkeypatch):
+    import labkit.prefetchers
+
+    monkeypatch.setattr(labkit.prefetchers, "cuda_status", lambda *a: (False, "no CUDA device"))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    monkeypatch.setattr(bakeoff.importlib, "import_module", lambda name: None)
+    ok, why = lk.probe_loader(bakeoff.get_adapter("DALI"))
+    assert not ok and "needs a CUDA GPU" in why and "no CUDA device" in why
+
+
+def test_run_bakeoff_skips_absent_and_measures_baseline(data, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "petastorm" else real(name, *a))
+    results = lk.run_bakeoff(data, lambda batch: None, names=["Arrow", "Petastorm"],
+                             num_workers=0, repeats=1, warmup=0, batch_size=8)
+    assert [r.name for r in results] == ["torch map-style", "Arrow", "Petastorm",
+                                         "torch map-style (again)"]
+    # the ratio is against the mean of the two baseline runs
+    mean = (results[0].samples_per_s + results[3].samples_per_s) / 2
+    assert results[0].ratio == pytest.approx(results[0].samples_per_s / mean)
+    assert results[0].audit.ok and results[3].audit.ok
+    assert results[1].ok and results[1].audit.ok and results[1].conversion_s is not None
+    assert results[2].skipped and "pip install petastorm" in results[2].skipped
+    table = lk.format_bakeoff(results)
+    assert "skipped: petastorm is not installed" in table
+    assert lk.plot_bakeoff(results) is not None
+    row = results[2].as_dict()
+    assert row["samples_per_s"] is None and row["skipped"]
+
+
+def test_a_loader_that_drops_samples_is_caught(data, monkeypatch):
+    def dropping(d, batch_size, num_workers, decoder):
+        return [b for k, b in enumerate(bakeoff._arrow(d, batch_size, 0, decoder)) if k]
+
+    fake = bakeoff.LoaderAdapter("Arrow", "pyarrow", ("pyarrow",), "pip install pyarrow",
+                                 dropping)
+    monkeypatch.setattr(bakeoff, "ADAPTERS", (bakeoff.ADAPTERS[0], fake))
+    results = lk.run_bakeoff(data, lambda batch: None, names=["Arrow"], num_workers=0,
+                             repeats=1, warmup=0, batch_size=8, recheck_baseline=False)
+    assert not results[1].audit.ok and results[1].audit.missing == 8
+    assert "NO: 0 duplicates, 8 missing" in lk.format_bakeoff(results)
+
+
+def test_unknown_loader_and_format():
+    with pytest.raises(KeyError, match="choose one of torch map-style"):
+        bakeoff.get_adapter("magic")
+    with pytest.raises(ValueError, match="choose one of tar"):
+        bakeoff.ensure_format(bakeoff.BakeoffData(None, None, [], 1, 1), "zip")
+
+
+def test_bench_bakeoff_runs_tiny():
+    out = lk.run_benchmark("bakeoff", scale="ci", samples=32, num_workers=0, repeats=1,
+                           names=["Arrow"])
+    for key in ("baseline_samples_per_s", "baseline_drift", "ratios", "skipped", "loaders",
+                "goal_met", "conversion_s", "versions"):
+        assert key in out
+    assert out["baseline"] == "torch map-style" and out["goal_met"] is True
+    assert set(out["ratios"]) == {"torch map-style", "Arrow", "torch map-style (again)"}

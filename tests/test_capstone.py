@@ -1,0 +1,117 @@
+"""labkit.capstone: the packed format, the tuning steps, the audited measurement (ch. 11)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import labkit as lk
+from tests.contracts import check_exactly_once
+
+
+@pytest.fixture(scope="module")
+def images(ci_fixture):
+    return ci_fixture("images")
+
+
+@pytest.fixture(scope="module")
+def packed(images, tmp_path_factory):
+    return lk.pack_images(images, tmp_path_factory.mktemp("packed"))
+
+
+def test_packed_equals_the_folder(images, packed):
+    folder = lk.ImageFolderDataset(images)
+    ds = lk.PackedImages(packed)
+    assert len(ds) == len(folder) == images.samples
+
+    def ids_images(d):
+        return [(s["id"], s["label"], s["image"].numpy()) for s in (d[i] for i in range(40))]
+
+    for (i, lab, img), (j, lab2, img2) in zip(ids_images(ds), ids_images(folder), strict=True):
+        assert (i, lab) == (j, lab2)
+        np.testing.assert_array_equal(img, img2)
+
+
+def test_packed_exactly_once_over_workers(packed):
+    def make(rank, world_size, num_workers):
+        sampler = torch.utils.data.DistributedSampler(
+            range(64), num_replicas=world_size, rank=rank, shuffle=False)
+        ds = torch.utils.data.Subset(lk.PackedImages(packed), range(64))
+        return lk.make_loader(ds, batch_size=8, num_workers=num_workers, sampler=sampler)
+
+    check_exactly_once(make, 64)
+
+
+def test_packed_bad_input_names_the_file(packed, tmp_path):
+    with pytest.raises(lk.DataFormatError, match="index.npy: not found"):
+        lk.PackedImages(tmp_path)
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "index.npy").write_bytes((packed / "index.npy").read_bytes())
+    (cut / "images.bin").write_bytes((packed / "images.bin").read_bytes()[:100])
+    with pytest.raises(lk.DataFormatError, match=r"images.bin: expected \d+ bytes .*found 100"):
+        lk.PackedImages(cut)
+
+
+def test_pack_missing_file_names_it(images, tmp_path):
+    src = tmp_path / "src"
+    lk.damaged_copy(images, src, "delete", file="images/0000003.jpg")
+    with pytest.raises(lk.DataFormatError, match="0000003.jpg: cannot read sample 3"):
+        lk.pack_images(src, tmp_path / "out")
+
+
+def test_steps_change_one_thing_each():
+    steps = lk.tuning_steps(num_workers=2, decoder="opencv", big_batch_size=64)
+    assert [s.name for s in steps] == ["naive", "format", "workers", "prefetch", "decode",
+                                       "batching"]
+    assert steps[0].config == {"format": "files", "decoder": "pil", "num_workers": 0,
+                               "prefetch_factor": None, "persistent_workers": False,
+                               "batch_size": 32}
+    for a, b in zip(steps, steps[1:], strict=False):
+        changed = {k for k in a.config if a.config[k] != b.config[k]}
+        assert changed and changed <= {"format", "num_workers", "persistent_workers",
+                                       "prefetch_factor", "decoder", "batch_size"}, b.name
+    assert steps[-1].config["decoder"] == "opencv" and steps[-1].config["batch_size"] == 64
+    with pytest.raises(ValueError, match="choose one of"):
+        lk.tuning_steps(decoder="magic")
+
+
+def test_run_tuning_audits_every_step(images, packed):
+    steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
+    steps = [steps[0], steps[1], steps[3], steps[5]]  # files, packed, workers+prefetch, batch
+    seen = []
+    results = lk.run_tuning(steps, images, packed, lk.image_train_step(), samples=48,
+                            repeats=1, warmup=0, on_step=seen.append)
+    assert len(seen) == 4
+    for r in results:
+        assert r.audit.ok and r.audit.expected == 48, r.step.name
+        assert r.samples_per_s > 0
+    table = lk.format_tuning(results)
+    assert table.splitlines()[2].startswith("naive") and "x naive" in table
+    assert lk.plot_tuning(results) is not None
+
+
+def test_measure_audited_catches_a_repeat():
+    batch = {"id": torch.arange(4), "image": torch.zeros(4, 3, 8, 8, dtype=torch.uint8),
+             "label": torch.zeros(4, dtype=torch.int64)}
+    m, a = lk.measure_audited(lambda: [batch, batch], lambda b: None, 4, repeats=1, warmup=0)
+    assert not a.ok and a.duplicates == 4
+    assert lk.epoch_rate(m) > 0
+
+
+def test_train_step_learns_deterministically():
+    x = {"image": torch.randint(0, 255, (8, 3, 32, 32), dtype=torch.uint8,
+                                generator=torch.Generator().manual_seed(0)),
+         "label": torch.arange(8) % 10}
+    a, b = lk.image_train_step(seed=1), lk.image_train_step(seed=1)
+    losses = [a(x) for _ in range(5)]
+    assert losses == [b(x) for _ in range(5)]
+    assert losses[-1] < losses[0]
+
+
+def test_fastest_decoder(images):
+    blobs = lk.file_bytes(images.file_list(".jpg")[:8])
+    name, rates = lk.fastest_decoder(blobs, rounds=1)
+    assert set(rates) == set(lk.available_decoders()) and name in rates
+    assert rates[name] == max(rates.values())
