@@ -39,6 +39,7 @@ from .capstone import (
     measure_audited,
     pack_images,
     run_tuning,
+    tuned_result,
     tuning_steps,
 )
 from .checkpoint import Checkpoint, read_checkpoint
@@ -221,6 +222,7 @@ __all__ = [
     "suggest_loader",
     "to_device",
     "torchrun",
+    "tuned_result",
     "tuning_steps",
     "usable_cores",
     "verify",

@@ -2,11 +2,13 @@
 
 An image-classification-shaped loop: JPEGs in, a small CNN's train step out. The naive
 version reads one file per sample with Pillow in the main process; each :class:`TuningStep`
-changes exactly one thing on top of the previous step (the format, the workers, prefetch and
-persistent workers, the decoder, the batch size), and :func:`run_tuning` measures every step
-with the meter, the same train step and the same samples, and audits that each step still
-delivers every sample exactly once. A step that does not help on this machine is reported as
-such; nothing here assumes it helps.
+changes exactly one thing (the format, the workers, prefetch and persistent workers, the
+decoder, the batch size), and :func:`run_tuning` measures every step with the meter, the same
+train step and the same samples, and audits that each step still delivers every sample
+exactly once. It tunes the way an engineer does: a change is tried on top of the best
+configuration so far and kept only if it made the pass faster; a change that did not help on
+this machine is reported as such and reverted, so the tuned pipeline is never slower than
+the best step. Nothing here assumes a change helps.
 
 The packed format (:func:`pack_images`, :class:`PackedImages`) is the smallest change of
 layout that removes the per-file cost: every JPEG's bytes in one file plus an index of
@@ -163,11 +165,13 @@ def image_train_step(classes: int = 10, seed: int = 0, channels: int = 16) -> Ca
 
 @dataclass(frozen=True)
 class TuningStep:
-    """One change to the pipeline and the knobs after it (cumulative)."""
+    """One change to the pipeline: its ``knobs``, and the ``config`` with every change before
+    it applied (what the step runs if every earlier change is kept)."""
 
     name: str
     change: str
     config: dict = field(default_factory=dict)
+    knobs: dict = field(default_factory=dict)
 
 
 #: The naive starting point: one file per sample, Pillow, everything in the main process.
@@ -193,8 +197,11 @@ def tuning_steps(*, num_workers: int = 2, decoder: str = "simplejpeg",
         ("format", "packed file: one memory map + offset index instead of a file per sample",
          {"format": "packed"}),
         ("workers", f"num_workers=0 -> {num_workers}", {"num_workers": num_workers}),
+        # num_workers rides along: prefetch and persistent workers mean nothing without
+        # workers, so if the "workers" change was reverted this one tries them together
         ("prefetch", f"persistent_workers=True, prefetch_factor={prefetch_factor}",
-         {"persistent_workers": True, "prefetch_factor": prefetch_factor}),
+         {"num_workers": num_workers, "persistent_workers": True,
+          "prefetch_factor": prefetch_factor}),
         ("decode", f"decoder pil -> {decoder}", {"decoder": decoder}),
         ("batching", f"batch_size {batch_size} -> {big_batch_size}",
          {"batch_size": big_batch_size}),
@@ -202,7 +209,7 @@ def tuning_steps(*, num_workers: int = 2, decoder: str = "simplejpeg",
     steps, config = [], {**NAIVE, "batch_size": batch_size}
     for name, change, knobs in changes:
         config = {**config, **knobs}
-        steps.append(TuningStep(name, change, dict(config)))
+        steps.append(TuningStep(name, change, dict(config), dict(knobs)))
     return steps
 
 
@@ -288,6 +295,8 @@ class TuningResult:
     step: TuningStep
     measurement: Measurement
     audit: Audit
+    config: dict = field(default_factory=dict)  # what ran: the kept changes plus this one
+    kept: bool = True  # faster than the best configuration before it (the naive one: True)
 
     @property
     def samples_per_s(self) -> float:
@@ -297,37 +306,54 @@ class TuningResult:
 
 def run_tuning(steps: list[TuningStep], images, packed, step: Callable, *,
                samples: int | None = None, repeats: int = 2, warmup: int = 1,
-               on_step: Callable | None = None) -> list[TuningResult]:
+               min_gain: float = 1.0, on_step: Callable | None = None) -> list[TuningResult]:
     """Measure every step on the same samples with the same train step; audit each.
 
-    ``on_step(result)`` is called after each step (e.g. to print progress).
+    Each change runs on top of the best configuration so far and is kept when its whole-pass
+    rate is at least ``min_gain`` times the best rate so far and its audit is clean;
+    otherwise it is reverted (``kept=False``) and the next change builds on the configuration
+    before it. :func:`tuned_result` gives the result of the last kept step. ``on_step(result)`` is
+    called after each step (e.g. to print progress).
     """
-    out = []
+    out: list[TuningResult] = []
     n = min(samples, len(PackedImages(packed))) if samples else len(PackedImages(packed))
+    best_config, best_rate = None, 0.0
     for s in steps:
-        loader = image_pipeline(s.config, images, packed, samples=n)
+        config = dict(s.config) if best_config is None else {**best_config, **s.knobs}
+        loader = image_pipeline(config, images, packed, samples=n)
         try:
             m, a = measure_audited(lambda loader=loader: loader, step, n, repeats=repeats,
-                                   warmup=warmup, name=s.name, config=s.config)
+                                   warmup=warmup, name=s.name, config=config)
         finally:
             shutdown(loader)  # persistent workers: stop them now, not at garbage collection
-        out.append(TuningResult(s, m, a))
+        result = TuningResult(s, m, a, config)
+        result.kept = best_config is None or (a.ok and result.samples_per_s
+                                               >= min_gain * best_rate)
+        if result.kept:
+            best_config, best_rate = config, result.samples_per_s
+        out.append(result)
         if on_step is not None:
-            on_step(out[-1])
+            on_step(result)
     return out
 
 
+def tuned_result(results: list[TuningResult]) -> TuningResult:
+    """The tuned pipeline: the last step whose change was kept."""
+    return [r for r in results if r.kept][-1]
+
+
 def format_tuning(results: list[TuningResult]) -> str:
-    """A table: each step's samples/s, its gain over the previous step and over naive."""
-    head = (f"{'step':<10}{'samples/s':>11}{'x prev':>8}{'x naive':>9}{'waiting':>9}"
-            f"{'first ms':>10}  change")
+    """A table: each step's samples/s, its gain over the best so far and over naive, kept?"""
+    head = (f"{'step':<10}{'samples/s':>11}{'x best':>8}{'x naive':>9}{'waiting':>9}"
+            f"{'first ms':>10}  {'kept':<5} change")
     lines = [head, "-" * (len(head) + 20)]
-    base = prev = results[0].samples_per_s
+    base = best = results[0].samples_per_s
     for r in results:
         rate = r.samples_per_s
-        lines.append(f"{r.step.name:<10}{rate:>11,.0f}{rate / prev:>8.2f}{rate / base:>9.2f}"
+        lines.append(f"{r.step.name:<10}{rate:>11,.0f}{rate / best:>8.2f}{rate / base:>9.2f}"
                      f"{r.measurement.wait_fraction:>9.0%}"
-                     f"{r.measurement.first_batch_s * 1e3:>10.1f}  {r.step.change}")
-        prev = rate
+                     f"{r.measurement.first_batch_s * 1e3:>10.1f}  "
+                     f"{'yes' if r.kept else 'no':<5} {r.step.change}")
+        if r.kept:
+            best = rate
     return "\n".join(lines)
-

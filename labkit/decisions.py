@@ -158,8 +158,9 @@ def format_decision_table(rows: list[dict], figures: bool = True) -> str:
         cells = [r["situation"], r["recommendation"],
                  ", ".join(_chapter_link(c) for c in r["chapters"])]
         if figures:
-            cells.append("<br>".join(
+            # dict.fromkeys: one "run chapter NN" line per chapter, not one per figure
+            cells.append("<br>".join(dict.fromkeys(
                 e["text"] + (f" (`{e['observation']}`, {e['scale']})" if e["value"] is not None
-                             else "") for e in r["evidence"]))
+                             else "") for e in r["evidence"])))
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)

@@ -212,33 +212,42 @@ def plot_shuffle_quality(results: dict, metric: str = "same_shard_neighbours",
 
 
 def plot_tuning(results, title: str | None = None):
-    """The capstone's steps: samples/s after each change, the gain of each step (chapter 11).
+    """The capstone's steps: samples/s after each change, the gain of each (chapter 11).
 
-    Left: whole-pass samples/s after each step, labelled with the cumulative gain over the
-    first step. Right: each step's own gain over the step before (1.0 = no change; a bar
-    below 1 is a step that did not help on this machine).
+    Left: whole-pass samples/s of each step, labelled with its gain over the naive step;
+    hatched bars are changes that were reverted (they did not beat the best so far). Right:
+    each change's gain over the best configuration before it (1.0 = no change; below 1, a
+    change that did not help on this machine).
     """
     plt = _plt()
     rs = list(results)
     names = [r.step.name for r in rs]
     rates = [r.samples_per_s for r in rs]
-    gains = [1.0] + [b / a for a, b in zip(rates, rates[1:], strict=False)]
+    gains, best = [], rates[0]
+    for r, rate in zip(rs, rates, strict=True):
+        gains.append(rate / best)
+        if getattr(r, "kept", True):
+            best = rate
+    kept = [getattr(r, "kept", True) for r in rs]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 0.45 * len(rs) + 2.2), sharey=True)
-    ax1.barh(names, rates, color="tab:blue", alpha=0.85)
+    ax1.barh(names, rates, color=["tab:blue" if k else "white" for k in kept],
+             edgecolor="tab:blue", hatch=[None if k else "//" for k in kept], alpha=0.85)
     ax1.invert_yaxis()
-    for y, v in enumerate(rates):
-        ax1.text(v, y, f"  {v:,.0f}/s  x{v / rates[0]:.2f}", va="center", fontsize=9)
+    for y, (v, k) in enumerate(zip(rates, kept, strict=True)):
+        ax1.text(v, y, f"  {v:,.0f}/s  x{v / rates[0]:.2f}" + ("" if k else "  (reverted)"),
+                 va="center", fontsize=9)
     ax1.set_xlabel("samples/s, whole pass with the train step (median)")
-    ax1.margins(x=0.35)
+    ax1.margins(x=0.45)
     colors = ["grey"] + ["tab:green" if g >= 1.05 else "tab:red" if g < 0.95 else "tab:orange"
                          for g in gains[1:]]
     ax2.barh(names, [g - 1 for g in gains], left=1, color=colors)
     ax2.axvline(1, color="black", lw=0.8)
     for y, g in enumerate(gains[1:], start=1):
         ax2.text(max(g, 1), y, f"  x{g:.2f}", va="center", fontsize=9)
-    ax2.set_xlabel("gain of this step over the previous one")
+    ax2.set_xlabel("gain of this change over the best configuration before it")
     ax2.margins(x=0.3)
-    fig.suptitle(title or f"naive to tuned: x{rates[-1] / rates[0]:.2f}")
+    final = [v for v, k in zip(rates, kept, strict=True) if k][-1]
+    fig.suptitle(title or f"naive to tuned: x{final / rates[0]:.2f}")
     fig.tight_layout()
     plt.close(fig)
     return fig

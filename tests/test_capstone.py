@@ -73,13 +73,15 @@ def test_steps_change_one_thing_each():
         assert changed and changed <= {"format", "num_workers", "persistent_workers",
                                        "prefetch_factor", "decoder", "batch_size"}, b.name
     assert steps[-1].config["decoder"] == "opencv" and steps[-1].config["batch_size"] == 64
+    # prefetch needs workers: tried with them even where the "workers" change was reverted
+    assert steps[3].knobs["num_workers"] == 2
     with pytest.raises(ValueError, match="choose one of"):
         lk.tuning_steps(decoder="magic")
 
 
 def test_run_tuning_audits_every_step(images, packed):
     steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
-    steps = [steps[0], steps[1], steps[3], steps[5]]  # files, packed, workers+prefetch, batch
+    steps = [steps[0], steps[1], steps[2], steps[5]]  # files, packed, workers, batch
     seen = []
     results = lk.run_tuning(steps, images, packed, lk.image_train_step(), samples=48,
                             repeats=1, warmup=0, on_step=seen.append)
@@ -87,9 +89,29 @@ def test_run_tuning_audits_every_step(images, packed):
     for r in results:
         assert r.audit.ok and r.audit.expected == 48, r.step.name
         assert r.samples_per_s > 0
+    assert results[0].kept and lk.tuned_result(results).kept
     table = lk.format_tuning(results)
     assert table.splitlines()[2].startswith("naive") and "x naive" in table
     assert lk.plot_tuning(results) is not None
+
+
+@pytest.mark.parametrize("min_gain", [0.0, 1e9])
+def test_a_change_that_does_not_help_is_reverted(images, packed, min_gain):
+    """Each change runs on the best configuration so far; a reverted one is not carried on."""
+    steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
+    steps = [steps[0], steps[1], steps[5]]  # files, packed, batch size 16
+    results = lk.run_tuning(steps, images, packed, lk.image_train_step(), samples=32,
+                            repeats=1, warmup=0, min_gain=min_gain)
+    naive = steps[0].config
+    if min_gain == 0.0:  # every change kept: the configs accumulate
+        assert [r.kept for r in results] == [True, True, True]
+        assert results[2].config == {**naive, "format": "packed", "batch_size": 16}
+        assert lk.tuned_result(results) is results[2]
+    else:  # none kept: each change is tried alone on the naive configuration
+        assert [r.kept for r in results] == [True, False, False]
+        assert results[2].config == {**naive, "batch_size": 16}  # files, not packed
+        assert lk.tuned_result(results) is results[0]
+    assert "no " in lk.format_tuning(results) or min_gain == 0.0
 
 
 def test_measure_audited_catches_a_repeat():

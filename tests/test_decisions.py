@@ -33,6 +33,9 @@ def test_no_records_says_which_chapter_to_run(tmp_path):
     md = lk.format_decision_table(rows)
     assert "[02 mmap](02_mmap.ipynb)" in md and "run chapter 10 to measure it here" in md
     assert md.count("\n") == 1 + len(SEEDS)
+    for line in md.splitlines()[2:]:  # one "run chapter NN" per chapter, not one per figure
+        cells = line.split(" | ")[-1].rstrip(" |").split("<br>")
+        assert len(cells) == len(set(cells)), line
 
 
 def _record(tmp_path, chapter, observations, scale="ci", created="2026-01-01T00:00:00+00:00"):
