@@ -26,7 +26,7 @@ DEFAULT_NAMES = (
     "albumentations", "opencv-python-headless", "pillow", "ipywidgets", "matplotlib",
     "jupyterlab", "nbval", "nbclient", "ipykernel", "psutil", "threadpoolctl", "tqdm",
     "torchdata", "torchvision", "kornia", "nvidia-dali-cuda120", "mosaicml-streaming",
-    "litdata",
+    "litdata", "ray", "petastorm", "simplejpeg",
 )
 _KEY_VERSIONS = ("torch", "numpy", "pyarrow", "webdataset", "datasets", "pillow")
 
