@@ -58,8 +58,8 @@ SITUATIONS: tuple[Situation, ...] = (
         (Evidence("06_webdataset", "http_2_workers.samples_per_s",
                   "tar shards over HTTP, 2 workers"),
          Evidence("08_shuffling_and_resume", "resume.lost", "samples lost on resume, "
-                  "StatefulDataLoader over lk.ShardStream",
-                  (("loader", "SDL lk.ShardStream, 2 workers"), ("run", "resumed twice"))))),
+                  "StatefulDataLoader over lk.TarShardStream",
+                  (("loader", "SDL lk.TarShardStream, 2 workers"), ("run", "resumed twice"))))),
     Situation(
         "decode-bound (images)",
         "fastest decoder that gives the same pixels, workers up to the cores, then "

@@ -189,6 +189,22 @@ def _shm_entries() -> set[str]:
 
 def pytest_sessionstart(session):
     session.config._labkit_shm = _shm_entries()
+    session.config._labkit_t0 = time.time()
+
+
+@pytest.fixture
+def notebook_records(request) -> list[Path]:
+    """The checkpoint records the notebooks wrote in this session.
+
+    Notebooks keep the caller's settings (see ``labkit_session_env``): they write to the
+    caller's LABKIT_RECORDS, else the checkout's ``records/``. Only files written since the
+    session started count.
+    """
+    saved = (_state["saved"] or {}).get("LABKIT_RECORDS")
+    folder = Path(saved) if saved else _TESTS.parent / "records"
+    t0 = request.config._labkit_t0
+    return sorted(p for p in folder.glob("*.json") if p.stat().st_mtime >= t0) \
+        if folder.is_dir() else []
 
 
 # -- the end of the session: a real test, run last --------------------------------------------
