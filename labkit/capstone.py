@@ -297,6 +297,7 @@ class TuningResult:
     audit: Audit
     config: dict = field(default_factory=dict)  # what ran: the kept changes plus this one
     kept: bool = True  # faster than the best configuration before it (the naive one: True)
+    gain: float = 1.0  # whole-pass rate over the best configuration before it
 
     @property
     def samples_per_s(self) -> float:
@@ -327,8 +328,9 @@ def run_tuning(steps: list[TuningStep], images, packed, step: Callable, *,
         finally:
             shutdown(loader)  # persistent workers: stop them now, not at garbage collection
         result = TuningResult(s, m, a, config)
-        result.kept = best_config is None or (a.ok and result.samples_per_s
-                                               >= min_gain * best_rate)
+        if best_config is not None:
+            result.gain = result.samples_per_s / best_rate
+            result.kept = a.ok and result.gain >= min_gain
         if result.kept:
             best_config, best_rate = config, result.samples_per_s
         out.append(result)
@@ -347,13 +349,11 @@ def format_tuning(results: list[TuningResult]) -> str:
     head = (f"{'step':<10}{'samples/s':>11}{'x best':>8}{'x naive':>9}{'waiting':>9}"
             f"{'first ms':>10}  {'kept':<5} change")
     lines = [head, "-" * (len(head) + 20)]
-    base = best = results[0].samples_per_s
+    base = results[0].samples_per_s
     for r in results:
         rate = r.samples_per_s
-        lines.append(f"{r.step.name:<10}{rate:>11,.0f}{rate / best:>8.2f}{rate / base:>9.2f}"
+        lines.append(f"{r.step.name:<10}{rate:>11,.0f}{r.gain:>8.2f}{rate / base:>9.2f}"
                      f"{r.measurement.wait_fraction:>9.0%}"
                      f"{r.measurement.first_batch_s * 1e3:>10.1f}  "
                      f"{'yes' if r.kept else 'no':<5} {r.step.change}")
-        if r.kept:
-            best = rate
     return "\n".join(lines)

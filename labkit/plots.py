@@ -223,12 +223,8 @@ def plot_tuning(results, title: str | None = None):
     rs = list(results)
     names = [r.step.name for r in rs]
     rates = [r.samples_per_s for r in rs]
-    gains, best = [], rates[0]
-    for r, rate in zip(rs, rates, strict=True):
-        gains.append(rate / best)
-        if getattr(r, "kept", True):
-            best = rate
-    kept = [getattr(r, "kept", True) for r in rs]
+    gains = [r.gain for r in rs]
+    kept = [r.kept for r in rs]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 0.45 * len(rs) + 2.2), sharey=True)
     ax1.barh(names, rates, color=["tab:blue" if k else "white" for k in kept],
              edgecolor="tab:blue", hatch=[None if k else "//" for k in kept], alpha=0.85)
