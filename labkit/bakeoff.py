@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import io
 import multiprocessing
 import shutil
 import tarfile
@@ -30,8 +29,9 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, Subset, default_collate
 
+from ._writers import _tar_add
 from .audits import Audit
-from .images import ImageFolderDataset, decode_jpeg, read_labels
+from .images import ImageFolderDataset, decode_jpeg, file_bytes, read_labels
 from .loaders import DEFAULT_TIMEOUT_S, make_loader, shutdown
 from .meter import Measurement
 from .sharding import assign, current_split
@@ -43,9 +43,9 @@ from .sharding import assign, current_split
 class BakeoffData:
     """The one fixture's samples and the formats written from them (see :func:`prepare_bakeoff`).
 
-    ``rows`` are ``(id, label, file)``; ``formats`` maps a format name to its files or
-    folder; ``conversion_s`` how long writing each format took (not part of any loader's
-    throughput).
+    ``rows`` are ``(id, label, file)``; ``jpegs`` their encoded bytes, read once (every
+    format is written from them); ``formats`` maps a format name to its files or folder;
+    ``conversion_s`` how long writing each format took (not part of any loader's throughput).
     """
 
     images: Path
@@ -53,6 +53,7 @@ class BakeoffData:
     rows: list
     shards: int
     row_group: int
+    jpegs: list = field(default_factory=list)
     formats: dict = field(default_factory=dict)
     conversion_s: dict = field(default_factory=dict)
 
@@ -62,8 +63,8 @@ class BakeoffData:
 
     def blobs(self):
         """``(id, label, jpeg bytes)`` for every sample, in order."""
-        for sample_id, label, rel in self.rows:
-            yield sample_id, label, (self.images / rel).read_bytes()
+        for (sample_id, label, _), jpg in zip(self.rows, self.jpegs, strict=True):
+            yield sample_id, label, jpg
 
 
 def _write_tar(data: BakeoffData) -> list[Path]:
@@ -78,9 +79,7 @@ def _write_tar(data: BakeoffData) -> list[Path]:
             key = f"{sample_id:07d}"
             for ext, payload in (("jpg", jpg), ("cls", str(label).encode()),
                                  ("id", str(sample_id).encode())):
-                info = tarfile.TarInfo(f"{key}.{ext}")
-                info.size, info.mtime = len(payload), 0
-                tar.addfile(info, io.BytesIO(payload))
+                _tar_add(tar, f"{key}.{ext}", payload)
     finally:
         for t in tars:
             t.close()
@@ -125,9 +124,8 @@ def _write_mds(data: BakeoffData) -> Path:
 
 def _litdata_item(item):
     # module level: litdata's optimize() pickles the function into its workers
-    sample_id, label, path = item
-    with open(path, "rb") as f:
-        return {"id": sample_id, "label": label, "jpg": f.read()}
+    sample_id, label, jpg = item
+    return {"id": sample_id, "label": label, "jpg": jpg}
 
 
 def _write_litdata(data: BakeoffData) -> Path:
@@ -135,7 +133,7 @@ def _write_litdata(data: BakeoffData) -> Path:
     import litdata
 
     folder = data.dest / "litdata"
-    items = [(i, lab, str(data.images / rel)) for i, lab, rel in data.rows]
+    items = list(data.blobs())
     # optimize() sets the process-wide start method to spawn and leaves it so: every later
     # DataLoader here would start its workers by spawn. Put the previous one back.
     method = multiprocessing.get_start_method(allow_none=True)
@@ -166,7 +164,8 @@ def prepare_bakeoff(images, dest, *, samples: int | None = None, shards: int = 4
         rows = rows[:samples]
     if shards < 1 or shards > len(rows):
         raise ValueError(f"shards={shards}: need 1..{len(rows)} (one sample per shard at least)")
-    data = BakeoffData(folder, Path(dest), rows, int(shards), int(row_group))
+    data = BakeoffData(folder, Path(dest), rows, int(shards), int(row_group),
+                       jpegs=file_bytes(folder / rel for _, _, rel in rows))
     data.dest.mkdir(parents=True, exist_ok=True)
     for f in formats:
         ensure_format(data, f)
@@ -182,6 +181,11 @@ def ensure_format(data: BakeoffData, fmt: str):
         data.formats[fmt] = WRITERS[fmt](data)
         data.conversion_s[fmt] = time.perf_counter() - t0
     return data.formats[fmt]
+
+
+def _worker_kw(num_workers: int) -> dict:
+    """``timeout=`` for loaders with workers (torch refuses it without), as make_loader does."""
+    return {"timeout": DEFAULT_TIMEOUT_S} if num_workers else {}
 
 
 # -- the datasets the adapters share (module level: workers must unpickle them) -------------
@@ -295,6 +299,7 @@ class LoaderAdapter:
     build: Callable
     core: bool = True
     needs_cuda: bool = False
+    fmt: str | None = None  # the format build() reads (its conversion is reported with it)
     note: str = ""
 
 
@@ -350,7 +355,7 @@ def _webdataset(data, batch_size, num_workers, decoder):
     ds = (wds.WebDataset(urls, shardshuffle=False, empty_check=False,
                          nodesplitter=wds.split_by_node)
           .map(decode).batched(batch_size, collation_fn=default_collate, partial=True))
-    kw = {"timeout": DEFAULT_TIMEOUT_S} if num_workers else {}
+    kw = _worker_kw(num_workers)
     return wds.WebLoader(ds, batch_size=None, num_workers=num_workers, **kw)
 
 
@@ -388,7 +393,7 @@ def _stateful_dataloader(data, batch_size, num_workers, decoder):
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     ds = Subset(ImageFolderDataset(data.images, decoder=decoder), range(data.samples))
-    kw = {"timeout": DEFAULT_TIMEOUT_S} if num_workers else {}
+    kw = _worker_kw(num_workers)
     return StatefulDataLoader(ds, batch_size=batch_size, num_workers=num_workers, **kw)
 
 
@@ -448,7 +453,7 @@ def _litdata(data, batch_size, num_workers, decoder):
     # StreamingDataLoader takes only litdata's own datasets: decode through its transform
     ds = litdata.StreamingDataset(input_dir=str(folder), shuffle=False,
                                   transform=_DecodeItem(decoder))
-    kw = {"timeout": DEFAULT_TIMEOUT_S} if num_workers else {}
+    kw = _worker_kw(num_workers)
     return litdata.StreamingDataLoader(ds, batch_size=batch_size, num_workers=num_workers, **kw)
 
 
@@ -514,31 +519,36 @@ def _dali(data, batch_size, num_workers, decoder):
 _PIP = "install it with: pip install "
 ADAPTERS: tuple[LoaderAdapter, ...] = (
     LoaderAdapter("torch map-style", "torch", ("torch",), _PIP + "torch", _torch_map,
-            note="ImageFolderDataset + DataLoader: the baseline"),
-    LoaderAdapter("torch IterableDataset", "torch", ("torch",), _PIP + "torch", _torch_iterable,
-            note="tar shards by hand (tarfile), shards split over workers"),
-    LoaderAdapter("WebDataset", "webdataset", ("webdataset",), _PIP + "webdataset", _webdataset,
-            note="WebDataset + WebLoader over the tar shards"),
+                  note="ImageFolderDataset + DataLoader: the baseline"),
+    LoaderAdapter("torch IterableDataset", "torch", ("torch",), _PIP + "torch",
+                  _torch_iterable, fmt="tar",
+                  note="tar shards by hand (tarfile), shards split over workers"),
+    LoaderAdapter("WebDataset", "webdataset", ("webdataset",), _PIP + "webdataset",
+                  _webdataset, fmt="tar", note="WebDataset + WebLoader over the tar shards"),
     LoaderAdapter("HF datasets streaming", "datasets", ("datasets",), _PIP + "datasets",
-            _hf_streaming, note="load_dataset('parquet', streaming=True) + DataLoader"),
-    LoaderAdapter("Arrow", "pyarrow", ("pyarrow",), _PIP + "pyarrow", _arrow,
-            note="pyarrow row groups split over workers, batches yielded"),
+                  _hf_streaming, fmt="parquet",
+                  note="load_dataset('parquet', streaming=True) + DataLoader"),
+    LoaderAdapter("Arrow", "pyarrow", ("pyarrow",), _PIP + "pyarrow", _arrow, fmt="parquet",
+                  note="pyarrow row groups split over workers, batches yielded"),
     LoaderAdapter("torchdata.nodes", "torchdata", ("torchdata.nodes",), _PIP + "torchdata",
-            _torchdata_nodes, note="ParallelMapper with threads (num_workers threads)"),
+                  _torchdata_nodes, note="ParallelMapper with threads (num_workers threads)"),
     LoaderAdapter("StatefulDataLoader", "torchdata", ("torchdata.stateful_dataloader",),
-            _PIP + "torchdata", _stateful_dataloader, note="a resumable DataLoader"),
+                  _PIP + "torchdata", _stateful_dataloader, note="a resumable DataLoader"),
     LoaderAdapter("Ray Data", "ray", ("ray", "ray.data"), _PIP + "'ray[data]'", _ray_data,
-            core=False, note="read_parquet + map_batches + iter_torch_batches"),
+                  fmt="parquet", core=False,
+                  note="read_parquet + map_batches + iter_torch_batches"),
     LoaderAdapter("MosaicML Streaming", "mosaicml-streaming", ("streaming",),
-            _PIP + "mosaicml-streaming", _mosaic_streaming, core=False,
-            note="MDS shards + StreamingDataset + DataLoader"),
-    LoaderAdapter("LitData", "litdata", ("litdata",), _PIP + "litdata", _litdata, core=False,
-            note="optimize() chunks + StreamingDataset + StreamingDataLoader"),
+                  _PIP + "mosaicml-streaming", _mosaic_streaming, fmt="mds", core=False,
+                  note="MDS shards + StreamingDataset + DataLoader"),
+    LoaderAdapter("LitData", "litdata", ("litdata",), _PIP + "litdata", _litdata,
+                  fmt="litdata", core=False,
+                  note="optimize() chunks + StreamingDataset + StreamingDataLoader"),
     LoaderAdapter("DALI", "nvidia-dali-cuda120", ("nvidia.dali",),
-            _PIP + "nvidia-dali-cuda120 (on a CUDA machine)", _dali, core=False,
-            needs_cuda=True, note="file reader + mixed (GPU) decoder"),
+                  _PIP + "nvidia-dali-cuda120 (on a CUDA machine)", _dali, core=False,
+                  needs_cuda=True, note="file reader + mixed (GPU) decoder"),
     LoaderAdapter("Petastorm", "petastorm", ("petastorm",), _PIP + "petastorm", _petastorm,
-            core=False, note="make_batch_reader over the Parquet shards"),
+                  fmt="parquet", core=False,
+                  note="make_batch_reader over the Parquet shards"),
 )
 
 
@@ -608,11 +618,6 @@ class BakeoffResult:
         }
 
 
-_FORMAT_OF = {"torch IterableDataset": "tar", "WebDataset": "tar",
-              "HF datasets streaming": "parquet", "Arrow": "parquet", "Ray Data": "parquet",
-              "Petastorm": "parquet", "MosaicML Streaming": "mds", "LitData": "litdata"}
-
-
 def _run_one(name: str, label: str, data: BakeoffData, step: Callable, batch_size: int,
              num_workers: int, decoder: str, repeats: int, warmup: int) -> BakeoffResult:
     from .capstone import measure_audited
@@ -623,7 +628,7 @@ def _run_one(name: str, label: str, data: BakeoffData, step: Callable, batch_siz
     if not ok:
         r.skipped = why
         return r
-    fmt = _FORMAT_OF.get(name)
+    fmt = a.fmt
     loader = None
     try:
         if fmt is not None:
@@ -651,8 +656,7 @@ AGAIN = " (again)"
 
 def run_bakeoff(data: BakeoffData, step: Callable, *, names=None, batch_size: int = 32,
                 num_workers: int = 2, decoder: str = "pil", repeats: int = 2, warmup: int = 1,
-                recheck_baseline: bool = True,
-                on_result: Callable | None = None) -> list[BakeoffResult]:
+                recheck_baseline: bool = True) -> list[BakeoffResult]:
     """Measure every adapter (or ``names``) over ``data`` with the same step; audit each.
 
     The torch map-style baseline is measured first, in the same run, and with
@@ -672,8 +676,6 @@ def run_bakeoff(data: BakeoffData, step: Callable, *, names=None, batch_size: in
     for name, label in order:
         results.append(_run_one(name, label, data, step, batch_size, num_workers, decoder,
                                 repeats, warmup))
-        if on_result is not None:
-            on_result(results[-1])
     bases = [r.samples_per_s for r in results if r.name.startswith(baseline)]
     base = sum(bases) / len(bases)
     for r in results:
