@@ -55,7 +55,7 @@ def _cmd_report(args) -> int:
     fmt = report_format(args.out, args.format)  # a bad --out/--format fails before any work
     records = load_records(args.dirs)
     print(format_table(comparison_rows(records)))
-    path = write_report(args.dirs, args.out, fmt, args.baseline)
+    path = write_report(args.dirs, args.out, fmt, args.baseline, records=records)
     if fmt == "html":
         print(f"\nreport: {path} (one file, plots inside; open it in a browser)")
     else:

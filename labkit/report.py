@@ -360,16 +360,18 @@ def report_format(out=None, fmt: str | None = None) -> str:
     return fmt or from_suffix or "md"
 
 
-def write_report(dirs, out=None, fmt: str | None = None, baseline: str | None = None) -> Path:
+def write_report(dirs, out=None, fmt: str | None = None, baseline: str | None = None,
+                 records: list[dict] | None = None) -> Path:
     """Write the report (runs, environments, observations with ratios, plots); its path.
 
     ``fmt`` is ``"html"`` (one self-contained file, plots embedded) or ``"md"`` (the PNG
     goes beside it); by default taken from ``out``'s suffix. ``out`` defaults to
     ``report.md`` / ``report.html`` in the current folder. Ratios are against the first run
-    of each chapter, or the run ``baseline`` names (see :func:`baselines`).
+    of each chapter, or the run ``baseline`` names (see :func:`baselines`). ``records``:
+    the folders' records if the caller has already loaded them (:func:`load_records`).
     """
     fmt = report_format(out, fmt)
-    records = load_records(dirs)
+    records = load_records(dirs) if records is None else records
     base = baselines(records, baseline)
     out = Path(out) if out is not None else Path.cwd() / f"report.{fmt}"
     try:

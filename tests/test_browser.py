@@ -18,7 +18,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from labkit.launch import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = "01_measuring_a_loader.ipynb"
@@ -54,12 +55,6 @@ PAGE_S = 45             # the notebook open, its kernel started
 CELLS_S = 120           # all cells at ci scale: ~15 s on an idle 2-core machine, 90+ s loaded
 RUN_S = 30              # one dashboard run (2 s at ci) reported
 WORKERS = "1"           # the num_workers the test picks before clicking Run
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _needs_chromium() -> None:
@@ -94,7 +89,7 @@ class Lab:
     def __init__(self, home: Path, root: Path):
         self.home, self.root = home, root
         self.token = secrets.token_hex(16)
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = ARTIFACTS / "jupyterlab.log"
         self.proc: subprocess.Popen | None = None
