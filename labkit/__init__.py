@@ -13,8 +13,62 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
-from .audits import Audit, audit, worker_tag
-from .bakeoff import (
+from .data.copyonread import ArrowRows, NumpyRows, PyObjectRows
+from .data.datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
+from .data.faults import damaged_copy
+from .data.fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, verify
+from .display.dashboard import Dashboard, DashboardModel
+from .display.plots import (
+    plot_bakeoff,
+    plot_heatmap,
+    plot_rates,
+    plot_scaling,
+    plot_shuffle_quality,
+    plot_stages,
+    plot_throughput,
+    plot_tuning,
+    plot_wait_compute,
+    plot_worker_memory,
+)
+from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
+from .images.decode import (
+    ImageFolderDataset,
+    available_decoders,
+    decode_jpeg,
+    file_bytes,
+    make_augment,
+    skip_collate,
+)
+from .images.gpu import (
+    dali_decode_rate,
+    dali_status,
+    gpu_decode_rate,
+    gpu_decode_status,
+    kornia_gpu_status,
+    nvjpeg_decode,
+)
+from .images.stages import StageBreakdown, stage_breakdown
+from .instruments.audits import Audit, audit, worker_tag
+from .instruments.memcap import CappedRun, run_capped
+from .instruments.memory import WorkerMemory, worker_memory
+from .instruments.meter import Measurement, compare, measure, simulated_step
+from .instruments.pagecache import evict_page_cache, measure_cold, page_cache_residency
+from .instruments.shuffling import shard_of_bounds, shuffle_quality
+from .loading.loaders import make_loader, shutdown, worker_processes
+from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
+from .records.checkpoint import Checkpoint, read_checkpoint
+from .records.decisions import decision_table, format_decision_table
+from .records.machine import environment, format_environment, versions
+from .records.report import comparison_rows, format_table, load_records, write_report
+from .records.runner import run_notebooks
+from .remote.launch import TorchrunResult, torchrun
+from .remote.server import Fault, serve
+from .scale import SCALES, resolve_scale
+from .streams.arrays import RowRange, ShardStream, deliveries, range_worker_init
+from .streams.rowgroups import ParquetRowGroups, open_parquet
+from .streams.split import ShardPlan, shard_plan
+from .streams.tarshards import TarShardStream, split_by_rank
+from .studies.bakeoff import (
     BakeoffData,
     BakeoffResult,
     LoaderAdapter,
@@ -26,8 +80,8 @@ from .bakeoff import (
     probe_loader,
     run_bakeoff,
 )
-from .bench import run_benchmark
-from .capstone import (
+from .studies.bench import run_benchmark
+from .studies.capstone import (
     PackedImages,
     TuningResult,
     TuningStep,
@@ -42,62 +96,8 @@ from .capstone import (
     tuned_result,
     tuning_steps,
 )
-from .checkpoint import Checkpoint, read_checkpoint
-from .copyonread import ArrowRows, NumpyRows, PyObjectRows
-from .dashboard import Dashboard, DashboardModel
-from .datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
-from .decisions import decision_table, format_decision_table
-from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
-from .faults import damaged_copy
-from .fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, verify
-from .gpu import (
-    dali_decode_rate,
-    dali_status,
-    gpu_decode_rate,
-    gpu_decode_status,
-    kornia_gpu_status,
-    nvjpeg_decode,
-)
-from .images import (
-    ImageFolderDataset,
-    available_decoders,
-    decode_jpeg,
-    file_bytes,
-    make_augment,
-    skip_collate,
-)
-from .launch import TorchrunResult, torchrun
-from .loaders import make_loader, shutdown, worker_processes
-from .machine import environment, format_environment, versions
-from .memcap import CappedRun, run_capped
-from .memory import WorkerMemory, worker_memory
-from .meter import Measurement, compare, measure, simulated_step
-from .pagecache import evict_page_cache, measure_cold, page_cache_residency
-from .plots import (
-    plot_bakeoff,
-    plot_heatmap,
-    plot_rates,
-    plot_scaling,
-    plot_shuffle_quality,
-    plot_stages,
-    plot_throughput,
-    plot_tuning,
-    plot_wait_compute,
-    plot_worker_memory,
-)
-from .prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
-from .report import comparison_rows, format_table, load_records, write_report
-from .resume import ResumeTrial, format_resume_table, resume_trial
-from .rowgroups import ParquetRowGroups, open_parquet
-from .runner import run_notebooks
-from .scale import SCALES, resolve_scale
-from .server import Fault, serve
-from .sharding import ShardPlan, shard_plan
-from .shuffling import shard_of_bounds, shuffle_quality
-from .stages import StageBreakdown, stage_breakdown
-from .streams import RowRange, ShardStream, deliveries, range_worker_init
-from .tarshards import TarShardStream, split_by_rank
-from .tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
+from .studies.resume import ResumeTrial, format_resume_table, resume_trial
+from .studies.tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
 
 try:
     __version__ = _version("labkit")

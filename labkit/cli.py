@@ -17,7 +17,7 @@ from .scale import SCALES
 
 
 def _cmd_fixtures(args) -> int:
-    from .fixtures import ensure_fixtures, load_specs, resolve_spec
+    from .data.fixtures import ensure_fixtures, load_specs, resolve_spec
 
     if args.list:
         for name, spec in load_specs().items():
@@ -35,7 +35,7 @@ def _scale(args) -> str:
 
 
 def _cmd_env(args) -> int:
-    from .machine import environment, format_environment
+    from .records.machine import environment, format_environment
 
     env = environment(data_path=args.data)
     print(json.dumps(env, indent=2) if args.json else format_environment(env))
@@ -43,14 +43,20 @@ def _cmd_env(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from .runner import run_notebooks
+    from .records.runner import run_notebooks
 
     results = run_notebooks(args.notebooks or None, _scale(args), args.out, args.timeout)
     return 0 if all(r.ok for r in results) else 1
 
 
 def _cmd_report(args) -> int:
-    from .report import comparison_rows, format_table, load_records, report_format, write_report
+    from .records.report import (
+        comparison_rows,
+        format_table,
+        load_records,
+        report_format,
+        write_report,
+    )
 
     fmt = report_format(args.out, args.format)  # a bad --out/--format fails before any work
     records = load_records(args.dirs)
@@ -64,7 +70,7 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from .bench import BENCHMARKS, format_result, run_benchmark
+    from .studies.bench import BENCHMARKS, format_result, run_benchmark
 
     if args.list or not args.name:
         for name, fn in sorted(BENCHMARKS.items()):
@@ -82,7 +88,7 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_lab(args) -> int:
-    from .fixtures import ensure_fixtures
+    from .data.fixtures import ensure_fixtures
     from .paths import notebooks_dir
 
     scale = _scale(args)

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit.loaders import worker_processes
+from labkit.loading.loaders import worker_processes
 
 # LABKIT_SCALE is left alone on purpose: `make test` sets it to ci for the whole run.
 _ENV = ("LABKIT_DATA", "LABKIT_RECORDS", "LABKIT_SPECS")
@@ -69,7 +69,7 @@ def pytest_runtest_setup(item):
     _enter()  # back in tests/ after items from elsewhere
     gpu = item.get_closest_marker("gpu")
     if gpu is not None:  # ``@pytest.mark.gpu`` or ``@pytest.mark.gpu(probe=lk.dali_status)``
-        from labkit.prefetchers import cuda_status
+        from labkit.loading.prefetchers import cuda_status
 
         ok, reason = gpu.kwargs.get("probe", cuda_status)()
         if not ok:
@@ -98,7 +98,7 @@ def ci_fixture(labkit_session_env):
 
     Read-only by convention: tests that corrupt data use ``own_data`` instead.
     """
-    from labkit.fixtures import fixture
+    from labkit.data.fixtures import fixture
 
     cache = {}
 

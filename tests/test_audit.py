@@ -4,7 +4,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 import labkit as lk
-from labkit.faults import damage
+from labkit.data.faults import damage
 
 
 def test_exactly_once():

@@ -1,4 +1,5 @@
-"""labkit.bakeoff: one fixture in every format, every core loader exactly once (chapter 11)."""
+"""labkit.studies.bakeoff: one fixture in every format, every core loader exactly once (chapter
+11)."""
 
 from __future__ import annotations
 
@@ -68,9 +69,10 @@ def test_absent_library_is_skipped_with_reason_and_install(monkeypatch):
 
 
 def test_dali_needs_cuda_says_so(monkeypatch):
-    import labkit.prefetchers
+    import labkit.loading.prefetchers
 
-    monkeypatch.setattr(labkit.prefetchers, "cuda_status", lambda *a: (False, "no CUDA device"))
+    monkeypatch.setattr(labkit.loading.prefetchers, "cuda_status",
+                        lambda *a: (False, "no CUDA device"))
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
     monkeypatch.setattr(bakeoff.importlib, "import_module", lambda name: None)
     ok, why = lk.probe_loader(bakeoff.get_adapter("DALI"))

@@ -28,7 +28,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit.launch import free_port
+from labkit.remote.launch import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = "01_measuring_a_loader.ipynb"

@@ -1,4 +1,5 @@
-"""labkit.capstone: the packed format, the tuning steps, the audited measurement (ch. 11)."""
+"""labkit.studies.capstone: the packed format, the tuning steps, the audited measurement (ch.
+11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""labkit.checkpoint: the local verification checkpoint record (chapter 00)."""
+"""labkit.records.checkpoint: the local verification checkpoint record (chapter 00)."""
 
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ RUN_CHAPTERS = ["00", "01"]
 
 
 def test_run_without_names_means_every_chapter():
-    from labkit.runner import resolve_notebooks
+    from labkit.records.runner import resolve_notebooks
 
     every = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert [p.resolve() for p in resolve_notebooks(None)] == [p.resolve() for p in every]
@@ -195,7 +195,7 @@ def test_bench_mmap_json_prints_the_ratio():
 
 
 def test_bench_mmap_runs_tiny():
-    from labkit.bench import run_benchmark
+    from labkit.studies.bench import run_benchmark
 
     out = run_benchmark("mmap", mib=2, batch_kib=64, trials=2)
     assert out["ratio"] > 0 and isinstance(out["goal_met"], bool)

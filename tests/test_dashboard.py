@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from labkit.dashboard import Dashboard, DashboardModel
+from labkit.display.dashboard import Dashboard, DashboardModel
 from labkit.errors import LabkitError
 
 KNOBS = {"batch_size": [4, 8], "num_workers": [0, 2], "pin_memory": [False, True]}
@@ -174,7 +174,7 @@ def test_raising_callbacks_are_logged_and_do_not_break_the_run(caplog):
 
     model.on_update(bad)
     model.on_finish(bad)
-    with caplog.at_level(logging.ERROR, logger="labkit.dashboard"):
+    with caplog.at_level(logging.ERROR, logger="labkit.display.dashboard"):
         row = model.run()
     assert row["status"] == "done" and row["samples"] == 40
     assert seen[-1] == "done" and len(seen) > 2

@@ -1,4 +1,4 @@
-"""labkit.datasets: the teaching datasets, contract-tested on the ci fixtures (chapters 01-02).
+"""labkit.data.datasets: the teaching datasets, contract-tested on the ci fixtures (chapters 01-02).
 
 Contracts reused for every dataset: lazy output equals an eager reference, every id exactly
 once through a DataLoader with and without workers; bad files fail naming the file.
@@ -17,10 +17,10 @@ import torch
 from torch.utils.data import DataLoader, Subset
 
 from labkit import _writers
-from labkit.datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
+from labkit.data.datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
+from labkit.data.fixtures import fixture
 from labkit.errors import DataFormatError
-from labkit.fixtures import fixture
-from labkit.loaders import make_loader, shutdown
+from labkit.loading.loaders import make_loader, shutdown
 
 
 @pytest.fixture(scope="module")

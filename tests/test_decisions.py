@@ -1,4 +1,4 @@
-"""labkit.decisions: the decision table, its evidence from records, and missing records."""
+"""labkit.records.decisions: the decision table, its evidence from records, and missing records."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 import labkit as lk
-from labkit.decisions import SITUATIONS
+from labkit.records.decisions import SITUATIONS
 
 SEEDS = ["data fits in RAM", "larger than RAM, one node", "TB+ on remote storage, with resume",
          "decode-bound (images)", "distributed, lazy (IterableDataset)"]

@@ -64,8 +64,8 @@ from contracts import epoch_ids
 from faulty_datasets import BreaksAt
 
 import labkit as lk
-from labkit.faults import damage
-from labkit.tarshards import index_shard
+from labkit.data.faults import damage
+from labkit.streams.tarshards import index_shard
 
 pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
 
@@ -552,7 +552,7 @@ def test_notebook_run_twice_in_one_kernel(labkit_env, tmp_path, monkeypatch):
     from nbclient import NotebookClient
 
     from labkit import paths
-    from labkit.fixtures import load_specs
+    from labkit.data.fixtures import load_specs
 
     scratch = tmp_path / "tmp"
     scratch.mkdir()

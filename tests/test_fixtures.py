@@ -1,4 +1,5 @@
-"""labkit.fixtures and its writers: deterministic, verified, idempotent fixtures (chapter 00)."""
+"""labkit.data.fixtures and its writers: deterministic, verified, idempotent fixtures (chapter
+00)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,7 @@ import pytest
 
 from labkit import _writers, paths
 from labkit import fixtures as fxmod
-from labkit.errors import FixtureError, ScaleError
-from labkit.fixtures import (
+from labkit.data.fixtures import (
     ensure_fixtures,
     fixture,
     format_fixture_table,
@@ -27,6 +27,7 @@ from labkit.fixtures import (
     resolve_spec,
     verify,
 )
+from labkit.errors import FixtureError, ScaleError
 
 PORTABLE = ["array", "sample_files", "array_shards", "tokens", "jsonl"]
 ENCODED = ["images", "wds", "parquet"]  # JPEG / Parquet bytes depend on the encoder version

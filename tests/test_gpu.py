@@ -1,4 +1,4 @@
-"""labkit.gpu: guarded GPU decode paths say why they cannot run; run them where they can."""
+"""labkit.images.gpu: guarded GPU decode paths say why they cannot run; run them where they can."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""labkit.images: decoders, the image-folder dataset, augmentation (chapter 10)."""
+"""labkit.images.decode: decoders, the image-folder dataset, augmentation (chapter 10)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import labkit as lk
-from labkit.faults import damage
+from labkit.data.faults import damage
 from tests.contracts import check_exactly_once, check_lazy_equals_eager, epoch_ids
 
 

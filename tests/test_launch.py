@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.audits import audit
 from labkit.errors import LabkitError
-from labkit.launch import free_port, torchrun
+from labkit.instruments.audits import audit
+from labkit.remote.launch import free_port, torchrun
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""labkit.loaders and labkit.bench: DataLoaders that cannot hang a workshop (chapter 01)."""
+"""labkit.loading.loaders and labkit.studies.bench: DataLoaders that cannot hang a workshop
+(chapter 01)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 from torch.utils.data import Dataset, TensorDataset
 
 from labkit import bench
-from labkit.loaders import DEFAULT_TIMEOUT_S, make_loader, shutdown, worker_processes
+from labkit.loading.loaders import DEFAULT_TIMEOUT_S, make_loader, shutdown, worker_processes
 
 
 def _ids() -> TensorDataset:

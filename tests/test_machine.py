@@ -1,4 +1,4 @@
-"""labkit.machine: versions and hardware as a JSON-ready dict (chapter 00)."""
+"""labkit.records.machine: versions and hardware as a JSON-ready dict (chapter 00)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_default_versions_cover_the_kit():
 def test_versions_imports_nothing_it_reports():
     # A fresh interpreter, so packages other tests imported cannot hide an import.
     code = (
-        "import sys, labkit.machine as e; before = set(sys.modules); e.versions(); "
+        "import sys, labkit.records.machine as e; before = set(sys.modules); e.versions(); "
         "print(' '.join(sorted(set(sys.modules) - before)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

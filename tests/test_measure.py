@@ -1,4 +1,5 @@
-"""labkit.meter and labkit._batch: the throughput meter counts exactly (chapter 01).
+"""labkit.instruments.meter and labkit.loading.batch: the throughput meter counts exactly
+(chapter 01).
 
 Behaviour only: exact sample and batch counts in every mode, errors, the wait/compute split
 by ordering, the latency bookkeeping with a fake clock. No assertion on speed.
@@ -14,9 +15,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
 from labkit import meter
-from labkit._batch import batch_len, batch_nbytes, make_sizer
-from labkit.loaders import make_loader, shutdown
-from labkit.meter import (
+from labkit.instruments.meter import (
     Measurement,
     Pass,
     compare,
@@ -24,6 +23,8 @@ from labkit.meter import (
     simulated_step,
     uniform_batch_size,
 )
+from labkit.loading.batch import batch_len, batch_nbytes, make_sizer
+from labkit.loading.loaders import make_loader, shutdown
 
 BATCH = 4
 BATCH_COUNTS = [1, 2, 63, 64, 65, 1000]

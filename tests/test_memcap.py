@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from labkit.errors import LabkitError
-from labkit.memcap import run_capped
+from labkit.instruments.memcap import run_capped
 
 
 @pytest.fixture

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from contracts import check_exactly_once, check_lazy_equals_eager
 
-from labkit.copyonread import ArrowRows, NumpyRows, PyObjectRows
-from labkit.loaders import make_loader
-from labkit.memory import worker_memory
-from labkit.plots import plot_worker_memory
+from labkit.data.copyonread import ArrowRows, NumpyRows, PyObjectRows
+from labkit.display.plots import plot_worker_memory
+from labkit.instruments.memory import worker_memory
+from labkit.loading.loaders import make_loader
 
 KINDS = [PyObjectRows, NumpyRows, ArrowRows]
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from labkit.pagecache import evict_page_cache, measure_cold, page_cache_residency
+from labkit.instruments.pagecache import evict_page_cache, measure_cold, page_cache_residency
 
 
 def test_evict_then_read_back(tmp_path):
@@ -41,9 +41,9 @@ def test_missing_file_names_it(tmp_path):
 
 
 def test_measure_cold_evicts_before_every_pass(ci_fixture):
-    from labkit.datasets import MemmapBatches
-    from labkit.loaders import make_loader
-    from labkit.plots import plot_rates
+    from labkit.data.datasets import MemmapBatches
+    from labkit.display.plots import plot_rates
+    from labkit.loading.loaders import make_loader
 
     fx = ci_fixture("array")
     npy = fx.file("array.npy")

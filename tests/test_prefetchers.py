@@ -1,4 +1,4 @@
-"""labkit.prefetchers: the thread and CUDA-stream prefetchers (chapter 09)."""
+"""labkit.loading.prefetchers: the thread and CUDA-stream prefetchers (chapter 09)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import labkit as lk
-from labkit.loaders import shutdown
+from labkit.loading.loaders import shutdown
 from tests.contracts import check_exactly_once, epoch_ids
 
 

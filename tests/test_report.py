@@ -1,4 +1,4 @@
-"""labkit.report: comparing checkpoint records across runs and machines (chapter 00)."""
+"""labkit.records.report: comparing checkpoint records across runs and machines (chapter 00)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 from labkit import report
-from labkit.checkpoint import Checkpoint
 from labkit.errors import LabkitError, RecordError
+from labkit.records.checkpoint import Checkpoint
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ import pyarrow.parquet as pq
 import pytest
 from contracts import check_exactly_once, check_lazy_equals_eager, check_same_order
 
-from labkit.audits import audit
+from labkit.data.faults import damaged_copy
 from labkit.errors import DataFormatError
-from labkit.faults import damaged_copy
-from labkit.loaders import make_loader
-from labkit.rowgroups import ParquetRowGroups, open_parquet
-from labkit.streams import deliveries
+from labkit.instruments.audits import audit
+from labkit.loading.loaders import make_loader
+from labkit.streams.arrays import deliveries
+from labkit.streams.rowgroups import ParquetRowGroups, open_parquet
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 import labkit as lk
-from labkit.server import parse_range
+from labkit.remote.server import parse_range
 
 DATA = bytes(range(256)) * 400  # 102,400 bytes
 

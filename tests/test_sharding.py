@@ -2,7 +2,7 @@
 
 import pytest
 
-from labkit.sharding import assign, current_split, shard_plan, split_range
+from labkit.streams.split import assign, current_split, shard_plan, split_range
 
 
 @pytest.mark.parametrize("items, world, workers", [(8, 1, 2), (8, 2, 2), (3, 2, 2), (5, 1, 4)])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.shuffling import (
+from labkit.instruments.shuffling import (
     displacement,
     expected_same_shard,
     rank_correlation,

@@ -1,9 +1,9 @@
-"""labkit.stages: the per-stage cost breakdown of an image pipeline (chapter 10)."""
+"""labkit.images.stages: the per-stage cost breakdown of an image pipeline (chapter 10)."""
 
 from __future__ import annotations
 
 import labkit as lk
-from labkit.stages import STAGES
+from labkit.images.stages import STAGES
 
 
 def test_breakdown_times_every_stage(ci_fixture):

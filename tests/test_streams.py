@@ -9,11 +9,11 @@ import pytest
 import torch
 from contracts import check_exactly_once, check_lazy_equals_eager, check_same_order, epoch_ids
 
-from labkit.audits import audit
+from labkit.data.fixtures import fixture
 from labkit.errors import DataFormatError
-from labkit.fixtures import fixture
-from labkit.loaders import make_loader
-from labkit.streams import RowRange, ShardStream, deliveries, range_worker_init
+from labkit.instruments.audits import audit
+from labkit.loading.loaders import make_loader
+from labkit.streams.arrays import RowRange, ShardStream, deliveries, range_worker_init
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_missing_shard_names_the_file(shards_fx, own_data, tmp_path):
 
 
 def test_truncated_shard_names_the_file(shards_fx, tmp_path):
-    from labkit.faults import damaged_copy
+    from labkit.data.faults import damaged_copy
 
     copy = tmp_path / "shards"
     damaged_copy(shards_fx, copy, "truncate", file="shard-00001.npy", at=0.3)

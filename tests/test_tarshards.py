@@ -14,7 +14,7 @@ from contracts import (
 
 import labkit as lk
 from labkit.errors import DataFormatError
-from labkit.tarshards import buffer_order
+from labkit.streams.tarshards import buffer_order
 
 pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
 

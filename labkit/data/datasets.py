@@ -1,0 +1,171 @@
+"""The teaching datasets the chapters build, importable so spawn/forkserver workers can load them.
+
+(A Dataset class defined in a notebook cell cannot be pickled into a spawned worker; one
+defined here can.) Every sample is ``(features, id)``: the id lets audits count exactly
+which samples a loader delivered. Introduced in chapter 01; chapter 02 takes mmap apart.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from ..errors import DataFormatError
+
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _source(fixture_or_path, suffix: str) -> tuple[Path, dict]:
+    """A path from a Fixture (its file with ``suffix``) or from a plain path."""
+    if hasattr(fixture_or_path, "file_list"):
+        files = fixture_or_path.file_list(suffix)
+        if not files:
+            raise DataFormatError(f"fixture {fixture_or_path.name!r} has no {suffix} file")
+        return files[0], dict(fixture_or_path.meta)
+    return Path(fixture_or_path), {}
+
+
+def open_array(path: str | os.PathLike, dtype=None, shape=None) -> np.ndarray:
+    """Open a ``.npy`` (header gives dtype/shape) or a raw file (pass them) read-only, lazily.
+
+    Checks the file holds exactly the bytes its dtype and shape need, so a truncated or
+    wrong-shape file fails here, naming the file, instead of as a strange error later.
+    Mode ``"r"`` on purpose: ``"r+"`` on a short raw file would silently grow it.
+    """
+    path = Path(path)
+    try:
+        actual = path.stat().st_size
+    except FileNotFoundError:
+        raise DataFormatError(f"{path}: file not found") from None
+    if path.suffix == ".npy":
+        try:
+            with open(path, "rb") as f:
+                version = np.lib.format.read_magic(f)
+                read = {(1, 0): np.lib.format.read_array_header_1_0,
+                        (2, 0): np.lib.format.read_array_header_2_0}[version]
+                shape_h, fortran, dtype_h = read(f)
+                offset = f.tell()
+        except (ValueError, KeyError) as e:
+            raise DataFormatError(f"{path}: not a valid .npy file ({e})") from None
+        expected = offset + int(np.prod(shape_h)) * dtype_h.itemsize
+        if actual != expected:
+            raise DataFormatError(
+                f"{path}: {actual} bytes, but its header says {dtype_h} {shape_h} "
+                f"({expected} bytes); the file is truncated or was overwritten")
+        # the header is parsed already: map the data directly (what np.load would do)
+        return np.memmap(path, dtype=dtype_h, mode="r", shape=shape_h, offset=offset,
+                         order="F" if fortran else "C")
+    if dtype is None or shape is None:
+        raise DataFormatError(f"{path}: a raw file needs dtype= and shape=")
+    dtype, shape = np.dtype(dtype), tuple(int(s) for s in shape)
+    expected = int(np.prod(shape)) * dtype.itemsize
+    if actual != expected:
+        raise DataFormatError(
+            f"{path}: {actual} bytes, expected {expected} for {dtype} {shape}; "
+            "wrong dtype/shape, or a truncated file")
+    return np.memmap(path, dtype=dtype, mode="r", shape=shape)
+
+
+class NpyFilesDataset(Dataset):
+    """One ``.npy`` file per sample: the naive layout (one open+read+parse per sample)."""
+
+    def __init__(self, fixture_or_folder, dtype=None, sample_shape=None):
+        meta = getattr(fixture_or_folder, "meta", {})
+        if hasattr(fixture_or_folder, "file_list"):
+            self.files = fixture_or_folder.file_list(".npy")
+        else:
+            self.files = sorted(Path(fixture_or_folder).rglob("*.npy"))
+        dtype = dtype or meta.get("dtype")
+        shape = sample_shape or meta.get("sample_shape")
+        self.dtype = np.dtype(dtype) if dtype else None
+        self.shape = tuple(shape) if shape else None
+        if not self.files:
+            raise DataFormatError(f"{fixture_or_folder}: no .npy files")
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int):
+        path = self.files[i]
+        try:
+            with open(path, "rb") as f:
+                magic = f.read(len(_NPY_MAGIC))
+                f.seek(0)
+                row = np.load(f) if magic == _NPY_MAGIC else None
+        except (ValueError, OSError, EOFError) as e:
+            raise DataFormatError(f"{path}: cannot read sample {i} ({e})") from None
+        if row is None:  # numpy would try it as a pickle and say "contains pickled data"
+            raise DataFormatError(f"{path}: sample {i} is not a .npy file (starts with "
+                                  f"{magic!r}, expected {_NPY_MAGIC!r})")
+        if (self.dtype is not None and row.dtype != self.dtype) or (
+                self.shape is not None and row.shape != self.shape):
+            raise DataFormatError(
+                f"{path}: sample {i} is {row.dtype} {row.shape}, expected "
+                f"{self.dtype} {self.shape}")
+        return torch.from_numpy(row), i
+
+
+class _Lazy(Dataset):
+    """Opens its array on first use in each process, never in the parent's pickle.
+
+    Pickling an ``np.memmap`` into a worker copies the whole array into the pickle, so
+    only the path travels and each worker maps the file itself.
+    """
+
+    def __init__(self, fixture_or_path, dtype=None, shape=None):
+        path, meta = _source(fixture_or_path, ".npy")
+        self.path = path
+        self.dtype = dtype or meta.get("dtype")
+        self.shape = shape or meta.get("shape")
+        self._arr = None
+        self.rows = len(self.array)  # validate now, in the parent, naming the file
+        self._arr = None
+
+    @property
+    def array(self) -> np.ndarray:
+        if self._arr is None:
+            self._arr = open_array(self.path, self.dtype, self.shape)
+        return self._arr
+
+    def __getstate__(self):
+        return {**self.__dict__, "_arr": None}
+
+
+class MemmapRows(_Lazy):
+    """Per-sample reads from a memory-mapped array: ``dataset[i]`` is row ``i``."""
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def __getitem__(self, i: int):
+        # np.array copies the row out of the read-only map (torch wants writable memory)
+        return torch.from_numpy(np.array(self.array[i])), i
+
+
+class MemmapBatches(_Lazy):
+    """Batch slicing: ``dataset[b]`` is rows ``b*batch_size`` to ``(b+1)*batch_size``.
+
+    One contiguous read per batch instead of one per sample; use it with
+    ``DataLoader(..., batch_size=None)`` since each item already is a batch.
+    """
+
+    def __init__(self, fixture_or_path, batch_size: int, dtype=None, shape=None,
+                 drop_last: bool = False):
+        super().__init__(fixture_or_path, dtype, shape)
+        self.batch_size, self.drop_last = int(batch_size), drop_last
+
+    def __len__(self) -> int:
+        full, rest = divmod(self.rows, self.batch_size)
+        return full + (1 if rest and not self.drop_last else 0)
+
+    def __getitem__(self, b: int):
+        if not 0 <= b < len(self):
+            raise IndexError(b)
+        lo = b * self.batch_size
+        hi = min(lo + self.batch_size, self.rows)
+        block = torch.from_numpy(np.array(self.array[lo:hi]))
+        return block, torch.arange(lo, hi)

@@ -1,0 +1,330 @@
+"""Deterministic synthetic fixtures: the data every chapter loads, made locally from seeds.
+
+Specs live in ``data_fixtures/fixtures.toml``; generated files go to a git-ignored cache,
+one folder per scale and fixture, each with a ``manifest.json`` of sizes and sha256.
+Generation is idempotent: a fixture is rebuilt only when its spec changed, or when its
+files fail verification and the caller asked for a repair. Introduced in chapter 00.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import paths
+from ..errors import FixtureError
+from ..scale import SCALES, resolve_scale
+from .writers import WRITERS
+
+#: Bump when a writer changes its output, so every cached fixture is regenerated.
+GENERATOR_VERSION = 1
+_HASH_CHUNK = 1 << 22
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """A generated fixture on disk: its folder, resolved spec and manifest."""
+
+    name: str
+    kind: str
+    scale: str
+    path: Path
+    spec: dict
+    manifest: dict = field(repr=False)
+    status: str = "cached"  # "generated", "cached" or "repaired" by the last ensure
+
+    @property
+    def digest(self) -> str:
+        """sha256 over every file's path and sha256: one value to compare across machines."""
+        return self.manifest["digest"]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(f["bytes"] for f in self.manifest["files"].values())
+
+    @property
+    def files(self) -> int:
+        return len(self.manifest["files"])
+
+    @property
+    def samples(self) -> int:
+        return self.manifest["samples"]
+
+    @property
+    def meta(self) -> dict:
+        """Kind-specific facts: dtype and shape for arrays, classes for images, ..."""
+        return self.manifest["meta"]
+
+    def file(self, rel: str) -> Path:
+        """Absolute path of one of the fixture's files, by its manifest-relative name."""
+        if rel not in self.manifest["files"]:
+            raise FixtureError(f"fixture {self.name!r} has no file {rel!r} (see {self.path})")
+        return self.path / rel
+
+    def file_list(self, suffix: str = "") -> list[Path]:
+        """Sorted absolute paths of the fixture's files ending in ``suffix``."""
+        return [self.path / r for r in sorted(self.manifest["files"]) if r.endswith(suffix)]
+
+
+def load_specs(spec_path: str | Path | None = None) -> dict[str, dict]:
+    """Read and validate the fixture spec file; returns ``{name: spec}`` (unresolved)."""
+    spec_path = Path(spec_path) if spec_path else paths.specs_file()
+    try:
+        raw = tomllib.loads(spec_path.read_text())
+    except FileNotFoundError:
+        raise FixtureError(
+            f"fixture spec file {spec_path} not found; run from a clone of the kit "
+            "(pip install -e .) or set LABKIT_SPECS"
+        ) from None
+    except tomllib.TOMLDecodeError as e:
+        raise FixtureError(f"fixture spec file {spec_path} is not valid TOML: {e}") from None
+    for name, spec in raw.items():
+        kind = spec.get("kind")
+        if kind not in WRITERS:
+            raise FixtureError(
+                f"{spec_path}: fixture {name!r} has kind {kind!r}; known kinds: "
+                f"{', '.join(sorted(WRITERS))}"
+            )
+        missing = [s for s in SCALES if s not in spec]
+        if missing:
+            raise FixtureError(f"{spec_path}: fixture {name!r} has no sizes for {missing}")
+        for scale in SCALES:
+            resolved = resolve_spec(spec, scale)
+            absent = [f for f in WRITERS[kind].required if f not in resolved]
+            if absent:
+                raise FixtureError(
+                    f"{spec_path}: fixture {name!r} ({kind}, scale {scale}) lacks "
+                    f"{', '.join(absent)}; a {kind} fixture needs "
+                    f"{', '.join(WRITERS[kind].required)}")
+    return raw
+
+
+def resolve_spec(spec: dict, scale: str) -> dict:
+    """The spec with the scale's table merged over the shared fields."""
+    out = {k: v for k, v in spec.items() if k not in SCALES}
+    out.update(spec[scale])
+    return out
+
+
+def _spec_hash(spec: dict) -> str:
+    blob = json.dumps({"spec": spec, "generator": GENERATOR_VERSION}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    """Streaming sha256 of a file."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _digest(files: dict) -> str:
+    lines = "".join(f"{rel}\t{files[rel]['sha256']}\n" for rel in sorted(files))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    if not enabled:
+        return contextlib.nullcontext(None)
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, leave=False, file=sys.stderr)
+
+
+def _generate(name: str, spec: dict, scale: str, dest: Path, progress: bool) -> dict:
+    """Write the fixture into a temporary folder beside ``dest`` and swap it in atomically."""
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    writer = WRITERS[spec["kind"]]
+    t0 = time.perf_counter()
+    try:
+        with _progress(writer.estimate_bytes(spec), f"{name} ({scale})", progress) as bar:
+            meta, samples = writer.write(spec, tmp, bar.update if bar else (lambda n: None))
+        files = {}
+        for p in sorted(q for q in tmp.rglob("*") if q.is_file()):
+            st = p.stat()
+            files[p.relative_to(tmp).as_posix()] = {
+                "bytes": st.st_size, "sha256": sha256_file(p), "mtime_ns": st.st_mtime_ns,
+            }
+        seconds = time.perf_counter() - t0
+        nbytes = sum(f["bytes"] for f in files.values())
+        manifest = {
+            "name": name, "kind": spec["kind"], "scale": scale, "spec": spec,
+            "spec_hash": _spec_hash(spec), "generator": GENERATOR_VERSION,
+            "samples": samples, "meta": meta, "files": files, "digest": _digest(files),
+            "generate_s": round(seconds, 4),
+            "write_mb_per_s": round(nbytes / 1e6 / max(seconds, 1e-9), 2),
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+    if dest.exists():
+        os.replace(dest, old)
+    os.replace(tmp, dest)
+    shutil.rmtree(old, ignore_errors=True)
+    return manifest
+
+
+def verify(fx: Fixture, full: bool = False) -> list[str]:
+    """Check a fixture's files against its manifest; returns the problems (empty if none).
+
+    By default a file whose size and mtime match the manifest is trusted and not re-hashed
+    (fast at ``full`` scale); ``full=True`` hashes every byte.
+    """
+    problems = []
+    for rel, entry in sorted(fx.manifest["files"].items()):
+        p = fx.path / rel
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            problems.append(f"{p}: missing")
+            continue
+        if st.st_size != entry["bytes"]:
+            problems.append(f"{p}: {st.st_size} bytes, manifest says {entry['bytes']}")
+        elif full or st.st_mtime_ns != entry.get("mtime_ns"):
+            actual = sha256_file(p)
+            if actual != entry["sha256"]:
+                problems.append(
+                    f"{p}: sha256 {actual[:12]}... does not match the manifest's "
+                    f"{entry['sha256'][:12]}... (changed or corrupted)"
+                )
+    return problems
+
+
+@contextlib.contextmanager
+def _lock(folder: Path, name: str):
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f".{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)  # two notebooks asking at once generate it once
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def fixture(
+    name: str,
+    scale: str | None = None,
+    *,
+    repair: bool = False,
+    verify_all: bool = False,
+    progress: bool = True,
+) -> Fixture:
+    """Return fixture ``name`` at ``scale``, generating it if missing or if its spec changed.
+
+    Args:
+        name: a fixture named in ``data_fixtures/fixtures.toml``.
+        scale: ``ci``, ``workshop`` or ``full``; default from LABKIT_SCALE.
+        repair: regenerate a fixture whose files fail verification instead of raising.
+        verify_all: hash every file, even ones whose size and mtime match the manifest.
+        progress: show a progress bar while generating.
+
+    Raises:
+        FixtureError: unknown name, or files that fail verification (without ``repair``);
+            the message names the file and says how to fix it.
+    """
+    scale = resolve_scale(scale)
+    specs = load_specs()
+    if name not in specs:
+        raise FixtureError(
+            f"no fixture named {name!r} in {paths.specs_file()}; known: {', '.join(specs)}"
+        )
+    spec = resolve_spec(specs[name], scale)
+    folder = paths.data_dir() / scale
+    dest = folder / name
+    with _lock(folder, name):
+        manifest = _read_manifest(dest)
+        status = "cached"
+        if manifest is None or manifest.get("spec_hash") != _spec_hash(spec):
+            status = "generated"
+            manifest = _generate(name, spec, scale, dest, progress)
+        fx = Fixture(name, spec["kind"], scale, dest, spec, manifest, status)
+        if status == "cached":
+            problems = verify(fx, full=verify_all)
+            if problems and not repair:
+                shown = "\n  ".join(problems[:5])
+                more = f"\n  ... and {len(problems) - 5} more" if len(problems) > 5 else ""
+                raise FixtureError(
+                    f"fixture {name!r} ({scale}) failed verification:\n  {shown}{more}\n"
+                    f"Regenerate it with: labkit fixtures {name} --scale {scale} --repair"
+                )
+            if problems:
+                manifest = _generate(name, spec, scale, dest, progress)
+                fx = Fixture(name, spec["kind"], scale, dest, spec, manifest, "repaired")
+    return fx
+
+
+def _read_manifest(dest: Path) -> dict | None:
+    try:
+        return json.loads((dest / "manifest.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None  # absent or half-written: regenerate
+
+
+def ensure_fixtures(
+    names: list[str] | None = None,
+    scale: str | None = None,
+    *,
+    repair: bool = False,
+    verify_all: bool = False,
+    progress: bool = True,
+    report: bool = True,
+) -> dict[str, Fixture]:
+    """Make sure every named fixture (default: all) exists and verifies; print a table.
+
+    The table says, for each fixture, whether it was generated or already cached, its size
+    and the write rate generation reached (MB/s) on this machine.
+    """
+    names = list(names) if names else list(load_specs())
+    out = {}
+    for n in names:
+        out[n] = fixture(n, scale, repair=repair, verify_all=verify_all, progress=progress)
+    if report:
+        print(format_fixture_table(out.values()))
+    return out
+
+
+def format_fixture_table(fixtures, checksums: bool = False) -> str:
+    """A text table of fixtures: status, files, samples, MB and generation MB/s.
+
+    With ``checksums=True`` the table shows the deterministic columns only (name, kind,
+    files, samples, digest), the form chapter 00 checks against every other machine.
+    Digests of JPEG and Parquet fixtures depend on the encoder's version, so they are shown
+    as "(encoder-dependent)" there.
+    """
+    fixtures = list(fixtures)
+    if checksums:
+        head = f"{'fixture':<14}{'kind':<12}{'files':>7}{'samples':>10}  digest"
+        lines = [head]
+        for fx in fixtures:
+            portable = WRITERS[fx.kind].portable
+            dg = fx.digest[:16] if portable else "(encoder-dependent)"
+            lines.append(f"{fx.name:<14}{fx.kind:<12}{fx.files:>7}{fx.samples:>10}  {dg}")
+        return "\n".join(lines)
+    head = f"{'fixture':<14}{'status':<11}{'files':>7}{'samples':>10}{'MB':>10}{'gen MB/s':>10}"
+    lines = [head]
+    for fx in fixtures:
+        rate = f"{fx.manifest['write_mb_per_s']:.0f}"
+        lines.append(
+            f"{fx.name:<14}{fx.status:<11}{fx.files:>7}{fx.samples:>10}"
+            f"{fx.nbytes / 1e6:>10.1f}{rate:>10}"
+        )
+    total = sum(fx.nbytes for fx in fixtures)
+    lines.append(f"{'total':<14}{'':<11}{sum(f.files for f in fixtures):>7}{'':>10}"
+                 f"{total / 1e6:>10.1f}")
+    lines.append(f"(cache: {paths.data_dir()})")
+    return "\n".join(lines)

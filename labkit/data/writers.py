@@ -1,0 +1,297 @@
+"""Format writers behind :mod:`labkit.data.fixtures`: one small class per fixture kind.
+
+Each writer turns a resolved spec into files in a folder and returns ``(meta, samples)``.
+Content comes from numpy's PCG64 seeded by the spec, so it is identical everywhere; only the
+bytes written by a third-party encoder (JPEG by Pillow, Parquet by Arrow) can change with
+that library's version, which is what ``portable`` says.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import numpy as np
+
+_CHUNK_ROWS = 65536  # rows generated per step; part of the definition of the content
+_WORDS = (
+    "data loader batch shard worker sample stream buffer shuffle epoch page cache disk "
+    "memory tensor decode prefetch pinned queue token record column group arrow parquet "
+    "tar json image label seed rank node index offset window latency bandwidth throughput "
+    "copy map iterate stride slice file folder server range retry timeout resume state"
+).split()
+
+
+class Writer:
+    portable = True  # same bytes on every machine and library version
+    required: tuple[str, ...] = ("seed",)  # spec fields write() reads, checked up front
+
+    def estimate_bytes(self, spec: dict) -> int:
+        raise NotImplementedError
+
+    def write(self, spec: dict, dest: Path, update) -> tuple[dict, int]:
+        raise NotImplementedError
+
+
+def _rows(spec: dict, start: int, stop: int, rng: np.random.Generator) -> np.ndarray:
+    """Rows ``start..stop`` of a float32 matrix; column 0 holds the sample id."""
+    block = rng.standard_normal((stop - start, spec["features"]), dtype=np.float32)
+    block[:, 0] = np.arange(start, stop, dtype=np.float32)
+    return block.astype(spec["dtype"], copy=False)
+
+
+def _row_chunks(spec: dict, n: int):
+    rng = np.random.default_rng(spec["seed"])
+    for start in range(0, n, _CHUNK_ROWS):
+        yield _rows(spec, start, min(n, start + _CHUNK_ROWS), rng)
+
+
+def _npy_header(f, dtype, shape) -> None:
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+              "fortran_order": False, "shape": tuple(shape)}
+    np.lib.format.write_array_header_1_0(f, header)
+
+
+class ArrayWriter(Writer):
+    required = ("seed", "dtype", "features", "samples")
+    def estimate_bytes(self, spec):
+        return 2 * spec["samples"] * spec["features"] * np.dtype(spec["dtype"]).itemsize
+
+    def write(self, spec, dest, update):
+        n, shape = spec["samples"], (spec["samples"], spec["features"])
+        with open(dest / "array.npy", "wb") as npy, open(dest / "array.raw", "wb") as raw:
+            _npy_header(npy, spec["dtype"], shape)
+            for chunk in _row_chunks(spec, n):
+                buf = chunk.tobytes()
+                npy.write(buf)
+                raw.write(buf)
+                update(2 * len(buf))
+        return {"dtype": spec["dtype"], "shape": list(shape), "files": {
+            "npy": "array.npy", "raw": "array.raw"}}, n
+
+
+class NpyFilesWriter(Writer):
+    required = ("seed", "dtype", "features", "samples")
+    def estimate_bytes(self, spec):
+        return spec["samples"] * (spec["features"] * np.dtype(spec["dtype"]).itemsize + 128)
+
+    def write(self, spec, dest, update):
+        (dest / "samples").mkdir()
+        i = 0
+        for chunk in _row_chunks(spec, spec["samples"]):
+            for row in chunk:
+                np.save(dest / "samples" / f"{i:07d}.npy", row)
+                update(row.nbytes + 128)
+                i += 1
+        return {"dtype": spec["dtype"], "sample_shape": [spec["features"]],
+                "pattern": "samples/{id:07d}.npy"}, i
+
+
+class NpyShardsWriter(Writer):
+    required = ("seed", "dtype", "features", "samples", "shards")
+    def estimate_bytes(self, spec):
+        return spec["samples"] * spec["features"] * np.dtype(spec["dtype"]).itemsize
+
+    def write(self, spec, dest, update):
+        n, k = spec["samples"], spec["shards"]
+        bounds = np.linspace(0, n, k + 1).astype(int)
+        chunks = _row_chunks(spec, n)  # the same row stream as "array", cut into shards
+        pending = np.empty((0, spec["features"]), spec["dtype"])
+        shards = []
+        for s in range(k):
+            lo, hi = int(bounds[s]), int(bounds[s + 1])
+            parts = [pending]
+            while sum(len(p) for p in parts) < hi - lo:
+                parts.append(next(chunks))
+            buf = np.concatenate(parts)
+            rows, pending = buf[: hi - lo], buf[hi - lo:]
+            name = f"shard-{s:05d}.npy"
+            np.save(dest / name, rows)
+            update(rows.nbytes)
+            shards.append({"file": name, "first_id": lo, "samples": hi - lo})
+        return {"dtype": spec["dtype"], "sample_shape": [spec["features"]],
+                "shards": shards}, n
+
+
+class TokensWriter(Writer):
+    required = ("seed", "dtype", "vocab", "tokens")
+    def estimate_bytes(self, spec):
+        return spec["tokens"] * np.dtype(spec["dtype"]).itemsize
+
+    def write(self, spec, dest, update):
+        rng = np.random.default_rng(spec["seed"])
+        n, step = spec["tokens"], 1 << 22
+        with open(dest / "tokens.bin", "wb") as f:
+            for start in range(0, n, step):
+                t = rng.integers(0, spec["vocab"], min(step, n - start), dtype=spec["dtype"])
+                f.write(t.tobytes())
+                update(t.nbytes)
+        return {"dtype": spec["dtype"], "tokens": n, "vocab": spec["vocab"],
+                "file": "tokens.bin"}, n
+
+
+def synth_image(seed: int, i: int, size: int, classes: int) -> tuple[np.ndarray, int]:
+    """A deterministic RGB image whose colour and stripe frequency depend on its label."""
+    rng = np.random.default_rng([seed, i])
+    label = int(rng.integers(classes))
+    y, x = np.mgrid[0:size, 0:size].astype(np.float32) / size
+    angle = rng.uniform(0, np.pi)
+    freq = 2 + 2 * label
+    wave = np.sin(2 * np.pi * freq * (x * np.cos(angle) + y * np.sin(angle)))
+    hue = np.array([np.sin(label), np.cos(label), np.sin(2 * label)], np.float32)
+    img = 128 + 60 * wave[..., None] * hue + rng.normal(0, 18, (size, size, 3))
+    return np.clip(img, 0, 255).astype(np.uint8), label
+
+
+def encode_jpeg(img: np.ndarray, quality: int) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+class JpegWriter(Writer):
+    portable = False
+    required = ("seed", "classes", "quality", "samples", "size")
+
+    def estimate_bytes(self, spec):
+        return spec["samples"] * spec["size"] ** 2 * 2 // 3  # noisy images: ~0.6-0.7 B/pixel
+
+    def write(self, spec, dest, update):
+        (dest / "images").mkdir()
+        lines = ["id,label,file"]
+        for i in range(spec["samples"]):
+            img, label = synth_image(spec["seed"], i, spec["size"], spec["classes"])
+            data = encode_jpeg(img, spec["quality"])
+            rel = f"images/{i:07d}.jpg"
+            (dest / rel).write_bytes(data)
+            lines.append(f"{i},{label},{rel}")
+            update(len(data))
+        (dest / "labels.csv").write_text("\n".join(lines) + "\n")
+        return {"classes": spec["classes"], "size": spec["size"], "labels": "labels.csv"}, \
+            spec["samples"]
+
+
+def _tar_add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), 0, 0o644  # fixed: byte-identical tars
+    info.uname = info.gname = "labkit"
+    tar.addfile(info, io.BytesIO(data))
+
+
+class WebDatasetWriter(Writer):
+    portable = False
+    required = ("seed", "classes", "quality", "features", "samples", "shards", "size")
+
+    def estimate_bytes(self, spec):
+        return spec["samples"] * (spec["size"] ** 2 * 2 // 3 + 3 * 512 + 4 * spec["features"])
+
+    def write(self, spec, dest, update):
+        n, k = spec["samples"], spec["shards"]
+        bounds = np.linspace(0, n, k + 1).astype(int)
+        shards = []
+        for s in range(k):
+            name = f"shard-{s:05d}.tar"
+            # Plain tarfile, not webdataset.TarWriter: TarWriter stamps the current time
+            # into every member, and the fixture must be byte-identical across runs.
+            with tarfile.open(dest / name, "w", format=tarfile.USTAR_FORMAT) as tar:
+                for i in range(int(bounds[s]), int(bounds[s + 1])):
+                    img, label = synth_image(spec["seed"], i, spec["size"], spec["classes"])
+                    vec = np.random.default_rng([spec["seed"], i, 1]).standard_normal(
+                        spec["features"], dtype=np.float32)
+                    vec[0] = i
+                    npy = io.BytesIO()
+                    np.save(npy, vec)
+                    key = f"{i:07d}"
+                    jpg = encode_jpeg(img, spec["quality"])
+                    _tar_add(tar, f"{key}.jpg", jpg)
+                    _tar_add(tar, f"{key}.cls", str(label).encode())
+                    _tar_add(tar, f"{key}.npy", npy.getvalue())
+                    update(len(jpg) + 1536 + vec.nbytes)
+            shards.append({"file": name, "first_id": int(bounds[s]),
+                           "samples": int(bounds[s + 1] - bounds[s])})
+        return {"classes": spec["classes"], "size": spec["size"], "shards": shards,
+                "keys": ["jpg", "cls", "npy"]}, n
+
+
+def _texts(rng: np.random.Generator, n: int) -> list[str]:
+    lengths = rng.integers(8, 33, n)
+    words = rng.integers(0, len(_WORDS), int(lengths.sum()))
+    out, pos = [], 0
+    for ln in lengths:
+        out.append(" ".join(_WORDS[w] for w in words[pos: pos + ln]))
+        pos += ln
+    return out
+
+
+class ParquetWriter(Writer):
+    portable = False
+    required = ("seed", "classes", "features", "samples", "shards", "row_group")
+
+    def estimate_bytes(self, spec):
+        return spec["samples"] * (4 * spec["features"] + 150)
+
+    def write(self, spec, dest, update):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        n, k, f = spec["samples"], spec["shards"], spec["features"]
+        bounds = np.linspace(0, n, k + 1).astype(int)
+        shards = []
+        for s in range(k):
+            lo, hi = int(bounds[s]), int(bounds[s + 1])
+            rng = np.random.default_rng([spec["seed"], s])
+            feats = rng.standard_normal((hi - lo, f), dtype=np.float32)
+            feats[:, 0] = np.arange(lo, hi)
+            table = pa.table({
+                "id": pa.array(np.arange(lo, hi, dtype=np.int64)),
+                "label": pa.array(rng.integers(0, spec["classes"], hi - lo).astype(np.int16)),
+                "features": pa.FixedSizeListArray.from_arrays(pa.array(feats.ravel()), f),
+                "text": pa.array(_texts(rng, hi - lo)),
+            })
+            name = f"shard-{s:05d}.parquet"
+            pq.write_table(table, dest / name, row_group_size=spec["row_group"],
+                           compression="snappy")
+            update(table.nbytes)
+            shards.append({"file": name, "first_id": lo, "samples": hi - lo})
+        return {"columns": ["id", "label", "features", "text"], "features": f,
+                "row_group": spec["row_group"], "shards": shards}, n
+
+
+class JsonlWriter(Writer):
+    required = ("seed", "classes", "samples", "shards")
+    def estimate_bytes(self, spec):
+        return spec["samples"] * 150
+
+    def write(self, spec, dest, update):
+        n, k = spec["samples"], spec["shards"]
+        bounds = np.linspace(0, n, k + 1).astype(int)
+        shards = []
+        for s in range(k):
+            lo, hi = int(bounds[s]), int(bounds[s + 1])
+            rng = np.random.default_rng([spec["seed"], s])
+            labels = rng.integers(0, spec["classes"], hi - lo)
+            texts = _texts(rng, hi - lo)
+            name = f"shard-{s:05d}.jsonl"
+            with open(dest / name, "w") as fh:
+                for j, i in enumerate(range(lo, hi)):
+                    line = json.dumps({"id": i, "label": int(labels[j]), "text": texts[j]})
+                    fh.write(line + "\n")
+            update((hi - lo) * 150)
+            shards.append({"file": name, "first_id": lo, "samples": hi - lo})
+        return {"shards": shards, "fields": ["id", "label", "text"]}, n
+
+
+WRITERS: dict[str, Writer] = {
+    "array": ArrayWriter(),
+    "npy_files": NpyFilesWriter(),
+    "npy_shards": NpyShardsWriter(),
+    "tokens": TokensWriter(),
+    "jpeg": JpegWriter(),
+    "webdataset": WebDatasetWriter(),
+    "parquet": ParquetWriter(),
+    "jsonl": JsonlWriter(),
+}

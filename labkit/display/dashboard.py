@@ -1,0 +1,417 @@
+"""A live throughput dashboard: pick knobs, press Run, watch samples/s and data-wait.
+
+Introduced in chapter 01 and used for the knob that matters in every later chapter.
+:class:`DashboardModel` holds all the logic in plain Python (tests and headless notebooks
+drive it directly); :class:`Dashboard` only wires ipywidgets controls and a PNG plot to it.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..errors import LabkitError
+from ..loading.batch import make_sizer
+from ..loading.loaders import shutdown
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KNOBS: dict[str, list] = {"num_workers": [0, 1, 2, 4], "batch_size": [16, 64, 256],
+                                  "prefetch_factor": [2, 4], "pin_memory": [False, True]}
+
+
+def _allowed(value: Any, options: list) -> bool:
+    # True == 1 in Python, so a bool must not pass for num_workers=1 (nor 1 for True).
+    return any(value == o and isinstance(value, bool) == isinstance(o, bool) for o in options)
+
+
+class DashboardModel:
+    """Runs one pass over a loader per run, timing data-wait vs compute in windows.
+
+    Introduced in chapter 01. ``make_loader(config)`` builds the loader from the knob values;
+    ``step(batch)`` is an optional train step. :attr:`state` is one of idle, running,
+    stopping, done, stopped, error; :attr:`series` holds the current run's windows and
+    :attr:`runs` one row per past run.
+    """
+
+    def __init__(self, make_loader: Callable[[dict], Iterable],
+                 step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
+                 defaults: dict | None = None, max_batches: int | None = None,
+                 max_seconds: float | None = None, window_s: float = 0.25,
+                 epochs: int | None = 1):
+        if epochs is None and max_seconds is None and max_batches is None:
+            raise ValueError("epochs=None runs until stopped: give max_seconds or max_batches")
+        self.epochs = epochs
+        self.make_loader = make_loader
+        self.step = step
+        self.knobs = {k: list(v) for k, v in (knobs or DEFAULT_KNOBS).items()}
+        for name, options in self.knobs.items():
+            if not options:
+                raise ValueError(f"knob {name!r} has no allowed values")
+        self.config = {name: options[0] for name, options in self.knobs.items()}
+        self.run_config = dict(self.config)  # the knobs of the current (or last) run
+        for name, value in (defaults or {}).items():
+            self.set(name, value)
+        self.max_batches, self.max_seconds, self.window_s = max_batches, max_seconds, window_s
+        self.state, self.error = "idle", None
+        self.series: list[dict] = []
+        self.history: list[list[dict]] = []  # series of every run, aligned with ``runs``
+        self.runs: list[dict] = []
+        self._update_fns: list[Callable] = []
+        self._finish_fns: list[Callable] = []
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._done.set()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def set(self, name: str, value: Any) -> None:
+        """Set knob ``name`` to ``value``; raise ValueError unless it is an allowed value."""
+        self._check(name, value)
+        self.config[name] = value
+
+    def _check(self, name: str, value: Any) -> None:
+        if name not in self.knobs:
+            raise ValueError(f"unknown knob {name!r}; the knobs are {sorted(self.knobs)}")
+        if not _allowed(value, self.knobs[name]):
+            raise ValueError(f"knob {name!r} cannot be {value!r}; allowed: {self.knobs[name]}")
+
+    def on_update(self, fn: Callable[[DashboardModel], Any]) -> None:
+        """Call ``fn(model)`` after each new point in :attr:`series` (from the run's thread)."""
+        self._update_fns.append(fn)
+
+    def on_finish(self, fn: Callable[[DashboardModel], Any]) -> None:
+        """Call ``fn(model)`` when a run ends, whatever way it ends."""
+        self._finish_fns.append(fn)
+
+    @property
+    def running(self) -> bool:
+        return self.state in ("running", "stopping")
+
+    def start(self, config: dict | None = None) -> None:
+        """Start one pass in a background thread; returns at once (see :meth:`wait`)."""
+        n = self._begin(config)
+        # A daemon thread, so a loader stuck without timeout= cannot keep the kernel from exiting.
+        self._thread = threading.Thread(target=self._loop, args=(n,), daemon=True,
+                                        name=f"labkit-dashboard-run{n}")
+        self._thread.start()
+
+    def run(self, config: dict | None = None) -> dict:
+        """Run one pass in this thread (headless notebooks, tests) and return its row."""
+        return self._loop(self._begin(config))
+
+    def stop(self) -> None:
+        """Ask the run to stop; it does after the batch in flight, then shuts down workers."""
+        with self._lock:
+            if self.state == "running":
+                self.state = "stopping"
+                self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run (and its finish callbacks) is over; False on timeout."""
+        return self._done.wait(timeout)
+
+    def best(self) -> dict | None:
+        """The past run with the highest samples_per_s, errors excluded; None if none."""
+        ok = [r for r in self.runs if not r["status"].startswith("error") and r["samples"]]
+        return max(ok, key=lambda r: r["samples_per_s"], default=None)
+
+    def _begin(self, config: dict | None) -> int:
+        with self._lock:
+            if self.running:
+                raise LabkitError("a run is in progress; stop it (or wait) before starting another")
+            for name, value in (config or {}).items():
+                self._check(name, value)  # all or nothing: a typo must not half-apply a config
+            self.config.update(config or {})
+            self.state, self.error, self.run_config = "running", None, dict(self.config)
+            self._stop.clear()
+            self._done.clear()
+            self.series = []
+            self.history.append(self.series)
+            return len(self.history)
+
+    def _call(self, fns: list[Callable]) -> None:
+        for fn in fns:
+            try:
+                fn(self)
+            except Exception:
+                # A broken plot callback must not kill (or hang) the measurement.
+                log.exception("dashboard callback %r failed", fn)
+
+    def _loop(self, n: int) -> dict:
+        cfg = self.run_config
+        total, win = _Tally(), _Tally()
+        status, it, seconds, first_batch_s, win_start = "done", None, None, None, 0.0
+        loader = None
+        t0 = time.perf_counter()
+        try:
+            loader = self.make_loader(dict(cfg))
+            it, epoch = iter(loader), 0
+            sizer = None
+            while not self._stop.is_set():
+                ta = time.perf_counter()
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    epoch += 1
+                    if self.epochs is not None and epoch >= self.epochs:
+                        break
+                    # Next epoch from the same loader: persistent_workers keeps its workers.
+                    it = iter(loader)
+                    continue
+                tb = time.perf_counter()
+                if sizer is None:
+                    sizer, first_batch_s = make_sizer(batch), tb - t0
+                k = sizer(batch)
+                tc = time.perf_counter()
+                if self.step is not None:
+                    self.step(batch)
+                td = time.perf_counter()
+                del batch  # let a pinned / shared-memory batch go before the next one
+                total.add(k, tb - ta, td - tc)
+                win.add(k, tb - ta, td - tc)
+                if td - t0 - win_start >= self.window_s:
+                    # Callbacks (plot renders) are left off the run's clock, so attaching a
+                    # dashboard does not lower the throughput it reports.
+                    t_s = td - t0
+                    t0 += self._point(t_s, win_start, win)
+                    win, win_start = _Tally(), t_s
+                if self.max_batches is not None and total.batches >= self.max_batches:
+                    break
+                if self.max_seconds is not None and td - t0 >= self.max_seconds:
+                    break
+            seconds = time.perf_counter() - t0  # before shutdown: joining workers is not loading
+            # The last, partial window: only if long enough not to draw a spurious end-of-pass
+            # dip, or if it is the only one (so a short run still draws a point).
+            if win.batches and (not self.series or seconds - win_start >= self.window_s / 2):
+                self._point(seconds, win_start, win)
+            if self._stop.is_set():
+                status = "stopped"
+        except KeyboardInterrupt:
+            status = "stopped"  # a kernel interrupt during run(): record it, then re-raise
+            raise
+        except Exception as e:
+            self.error = f"{type(e).__name__}: {e}"
+            status = f"error: {self.error}"
+            log.error("dashboard run %d failed: %s", n, self.error, exc_info=True)
+        finally:
+            if seconds is None:
+                seconds = time.perf_counter() - t0
+            try:
+                shutdown(it)
+            except Exception:
+                log.exception("shutting down the loader of run %d failed", n)
+            it = loader = None  # the last references to the iterator and its workers
+            row = {"run": n, **cfg, "batches": total.batches, "samples": total.samples,
+                   "seconds": seconds, "samples_per_s": total.samples / seconds if seconds else 0.0,
+                   "wait_fraction": total.wait_fraction, "first_batch_s": first_batch_s,
+                   "status": status}
+            with self._lock:
+                self.runs.append(row)
+                self.state = status.split(":")[0]
+            self._call(self._finish_fns)
+            self._done.set()
+        return row
+
+    def _point(self, t_s: float, start: float, win: _Tally) -> float:
+        """Append a window's point, run the update callbacks, return the seconds they took."""
+        span = t_s - start
+        point = {"t_s": t_s, "samples_per_s": win.samples / span if span > 0 else 0.0,
+                 "wait_fraction": win.wait_fraction}
+        self.series.append(point)
+        t = time.perf_counter()
+        self._call(self._update_fns)
+        return time.perf_counter() - t
+
+
+class _Tally:
+    """Batches, samples, data-wait and compute seconds: of a whole run or of one window."""
+
+    def __init__(self) -> None:
+        self.batches, self.samples, self.wait_s, self.compute_s = 0, 0, 0.0, 0.0
+
+    def add(self, samples: int, wait_s: float, compute_s: float) -> None:
+        self.batches += 1
+        self.samples += samples
+        self.wait_s += wait_s
+        self.compute_s += compute_s
+
+    @property
+    def wait_fraction(self) -> float:
+        busy = self.wait_s + self.compute_s
+        return self.wait_s / busy if busy > 0 else 0.0
+
+
+class Dashboard:
+    """Widgets around a :class:`DashboardModel`: knob controls, Run/Stop, live plot, table.
+
+    Introduced in chapter 01. End a cell with the dashboard to show it; headless notebooks
+    call :meth:`run_sync` instead of clicking.
+    """
+
+    min_render_s = 0.25  # at most ~4 PNG renders a second: each costs tens of ms of CPU
+
+    def __init__(self, make_loader: Callable[[dict], Iterable],
+                 step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
+                 defaults: dict | None = None, max_batches: int | None = None,
+                 max_seconds: float | None = None, title: str = "Throughput",
+                 epochs: int | None = 1):
+        # Imported here so that `import labkit` stays fast and the model works without widgets.
+        import ipywidgets as w
+
+        self.title = title
+        self.model = DashboardModel(make_loader, step, knobs, defaults, max_batches, max_seconds,
+                                    epochs=epochs)
+        self.controls: dict[str, Any] = {}
+        for name, options in self.model.knobs.items():
+            if set(options) == {False, True} and all(isinstance(o, bool) for o in options):
+                c = w.Checkbox(value=self.model.config[name], description=name)
+            else:
+                c = w.Dropdown(options=[(str(o), o) for o in options],
+                               value=self.model.config[name], description=name)
+            c.observe(lambda ch, name=name: self.model.set(name, ch["new"]), names="value")
+            self.controls[name] = c
+        self.run_button = w.Button(description="Run", button_style="success", icon="play")
+        self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop")
+        self.stop_button.disabled = True
+        self.run_button.on_click(self._on_run)
+        self.stop_button.on_click(lambda _: self._on_stop())
+        self.status = w.Label(value="idle")
+        self.plot = w.Image(format="png")
+        self.table = w.HTML()
+        self._widget = w.VBox([
+            w.HBox(list(self.controls.values()), layout=w.Layout(flex_flow="row wrap")),
+            w.HBox([self.run_button, self.stop_button, self.status]),
+            self.plot,
+            self.table,
+        ])
+        self._last_render = 0.0
+        self._render_lock = threading.Lock()
+        self.model.on_update(self._on_update)
+        self.model.on_finish(self._on_finish)
+        self.render()
+
+    @property
+    def widget(self):
+        """The assembled ipywidgets VBox."""
+        return self._widget
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self._widget._repr_mimebundle_(**kwargs)
+
+    def run_sync(self, raise_on_error: bool = True, **overrides: Any) -> dict:
+        """Set the given knobs, run in this thread, refresh, return the run's row.
+
+        Headless notebooks call this; a loader that fails raises (``raise_on_error``), so
+        a broken chapter fails its cell in CI instead of printing an error row.
+        """
+        if self.model.running:
+            raise LabkitError("a run is in progress; press Stop (or wait) before run_sync()")
+        for name, value in overrides.items():
+            self.model.set(name, value)  # validates with a clear message before the widget
+            self.controls[name].value = value
+        self._set_running(True)
+        row = self.model.run()
+        if raise_on_error and row["status"].startswith("error"):
+            raise LabkitError(f"dashboard run {row['run']} failed: {self.model.error}")
+        return row
+
+    def _on_run(self, _button: Any = None) -> None:
+        try:
+            self._set_running(True)
+            self.model.start()
+        except Exception as e:
+            self._set_running(False)
+            self.status.value = f"cannot start: {e}"
+
+    def _on_stop(self) -> None:
+        self.model.stop()
+        self.status.value = "stopping after the batch in flight..."
+
+    def _set_running(self, running: bool) -> None:
+        self.run_button.disabled = running
+        self.stop_button.disabled = not running
+        for c in self.controls.values():
+            c.disabled = running  # a knob changed mid-run would not apply until the next run
+        if running:
+            self.status.value = "running..."
+
+    def _on_update(self, model: DashboardModel) -> None:
+        if time.monotonic() - self._last_render >= self.min_render_s:
+            p = model.series[-1]
+            self.status.value = (
+                f"running: {p['samples_per_s']:,.0f} samples/s, "
+                f"waiting for data {p['wait_fraction']:.0%} of the time"
+            )
+            self.render()
+
+    def _on_finish(self, model: DashboardModel) -> None:
+        r = model.runs[-1]
+        self.status.value = f"run {r['run']} {r['status']}: {r['samples_per_s']:,.0f} samples/s"
+        self.render()
+        self._set_running(False)
+
+    def render(self) -> None:
+        """Redraw the plot and the table from the model (safe from the run's thread)."""
+        with self._render_lock:
+            self._last_render = time.monotonic()
+            self.plot.value = self._png()
+            self.table.value = self._html()
+
+    def _png(self) -> bytes:
+        # Figure + Agg canvas, not pyplot: pyplot's global state is unsafe off the main thread.
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(7.5, 4), dpi=80)
+        FigureCanvasAgg(fig)
+        ax1, ax2 = fig.subplots(2, 1, sharex=True)
+        history = list(self.model.history)
+        faded = {"color": "grey", "alpha": 0.3, "lw": 1}
+        for i, series in enumerate(history):
+            current = i == len(history) - 1
+            pts = list(series)  # a snapshot: the run's thread may be appending
+            t = [p["t_s"] for p in pts]
+            ax1.plot(t, [p["samples_per_s"] for p in pts], marker=".",
+                     **({"color": "C0", "lw": 2} if current else faded))
+            ax2.plot(t, [p["wait_fraction"] for p in pts], marker=".",
+                     **({"color": "C3", "lw": 2} if current else faded))
+        ax1.set_ylabel("samples/s")
+        ax1.set_ylim(bottom=0)
+        ax2.set_ylabel("data-wait fraction")
+        ax2.set_ylim(0, 1.05)
+        ax2.set_xlabel("seconds into the run")
+        knobs = ", ".join(f"{k}={v}" for k, v in self.model.run_config.items())
+        fig.suptitle(f"{self.title}: run {len(history)} ({knobs})" if history else self.title)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        return buf.getvalue()
+
+    def _html(self) -> str:
+        runs = list(self.model.runs)
+        if not runs:
+            return "<i>no runs yet</i>"
+        best = self.model.best()
+        cols = ["run", *self.model.knobs, "batches", "samples", "seconds", "samples_per_s",
+                "wait_fraction", "first_batch_s", "status"]
+
+        def cell(v: Any) -> str:
+            if v is None:
+                v = ""
+            elif isinstance(v, float):
+                v = f"{v:,.3g}" if v < 10 else f"{v:,.0f}"
+            return f"<td>{html.escape(str(v))}</td>"
+
+        head = "".join(f"<th>{c}</th>" for c in cols)
+        bold = ' style="font-weight:bold"'
+        body = "".join(
+            f"<tr{bold if r is best else ''}>" + "".join(cell(r.get(c, "")) for c in cols) + "</tr>"
+            for r in reversed(runs)
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

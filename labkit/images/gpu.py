@@ -1,0 +1,111 @@
+"""GPU decode and augmentation paths: nvJPEG via torchvision, kornia on CUDA, DALI (ch. 10).
+
+Every path here is guarded: :func:`gpu_decode_status` and :func:`dali_status` say whether it
+can run and, if not, why (no CUDA, a CPU-only torch, a torchvision that does not load
+against this torch, DALI not installed). Nothing here imports torchvision or DALI at module
+import: a torchvision wheel built for another torch can fail with any exception, not only
+ImportError, so every probe catches everything and reports it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import LabkitError
+from ..loading.prefetchers import cuda_status
+
+
+def _requires(modules: tuple[str, ...], label: str, device=None) -> tuple[bool, str]:
+    """``(True, detail)`` if a CUDA device is usable and ``modules`` import; else the reason.
+
+    A wheel built for another torch (torchvision from PyPI here) can fail with any exception,
+    not only ImportError, so everything is caught and reported.
+    """
+    import importlib
+
+    ok, reason = cuda_status(device)
+    if not ok:
+        return False, reason
+    try:
+        mod = [importlib.import_module(m) for m in modules][0]
+    except Exception as e:  # noqa: BLE001 - a mismatched build raises RuntimeError etc.
+        return False, f"{label} does not load here ({type(e).__name__}: {str(e)[:120]})"
+    return True, f"{label} {getattr(mod, '__version__', '?')}, {reason}"
+
+
+def gpu_decode_status(device=None) -> tuple[bool, str]:
+    """``(True, detail)`` if nvJPEG decode via ``torchvision.io.decode_jpeg`` can run."""
+    return _requires(("torchvision", "torchvision.io"), "torchvision", device)
+
+
+def kornia_gpu_status(device=None) -> tuple[bool, str]:
+    """``(True, detail)`` if kornia augmentation can run on a CUDA device."""
+    return _requires(("kornia",), "kornia", device)
+
+
+def dali_status(device=None) -> tuple[bool, str]:
+    """``(True, detail)`` if NVIDIA DALI and a CUDA device are both here."""
+    return _requires(("nvidia.dali",), "NVIDIA DALI", device)
+
+
+def nvjpeg_decode(blobs: list[bytes], device="cuda"):
+    """Decode a list of JPEG byte strings on the GPU in one batched call (nvJPEG).
+
+    Returns a list of uint8 CHW CUDA tensors. Raises :class:`~labkit.LabkitError` with the
+    reason when the path cannot run here.
+    """
+    ok, reason = gpu_decode_status(device)
+    if not ok:
+        raise LabkitError(f"GPU JPEG decode cannot run here: {reason}")
+    import torch
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    data = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs]
+    return decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+
+
+def gpu_decode_rate(blobs: list[bytes], batch_size: int = 64, device="cuda",
+                    repeats: int = 3) -> dict:
+    """Images/s of batched nvJPEG decode over ``blobs`` (best of ``repeats``, synchronised)."""
+    import torch
+
+    nvjpeg_decode(blobs[:batch_size], device)  # warm-up: CUDA context, nvJPEG handles
+    torch.cuda.synchronize(device)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for lo in range(0, len(blobs), batch_size):
+            nvjpeg_decode(blobs[lo:lo + batch_size], device)
+        torch.cuda.synchronize(device)
+        best = min(best, time.perf_counter() - t0)
+    return {"images": len(blobs), "batch_size": batch_size, "seconds": best,
+            "samples_per_s": len(blobs) / best}
+
+
+def dali_decode_rate(files: list, batch_size: int = 64, repeats: int = 3) -> dict:
+    """Images/s of a DALI pipeline (file reader + mixed CPU/GPU decoder) over ``files``."""
+    ok, reason = dali_status()
+    if not ok:
+        raise LabkitError(f"DALI decode cannot run here: {reason}")
+    from nvidia.dali import fn, pipeline_def
+
+    files = [str(f) for f in files]
+
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=0)
+    def pipe():
+        jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))),
+                                        name="reader")
+        return fn.decoders.image(jpegs, device="mixed"), labels
+
+    p = pipe()
+    p.build()
+    steps = -(-len(files) // batch_size)
+    p.run()  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            p.run()
+        best = min(best, time.perf_counter() - t0)
+    n = steps * batch_size
+    return {"images": n, "batch_size": batch_size, "seconds": best, "samples_per_s": n / best}

@@ -1,0 +1,128 @@
+"""Stage breakdown of an image pipeline: which stage bounds it (chapter 10).
+
+The checklist's bottleneck diagnosis, measured: time read, decode, augment, collate and
+host-to-device separately, per sample, on the same samples, in one process. The slowest
+stage per sample bounds what one core can deliver; ``num_workers`` multiplies every
+stage but host-to-device and the training step, which stay in the main process.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils.data import default_collate
+
+STAGES = ("read", "decode", "augment", "collate", "host_to_device")
+
+
+@dataclass
+class StageBreakdown:
+    """Seconds per sample of each stage (``None``: skipped, see :attr:`notes`)."""
+
+    samples: int
+    per_sample_s: dict[str, float | None]
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def bottleneck(self) -> str:
+        """The stage with the largest cost per sample."""
+        timed = {k: v for k, v in self.per_sample_s.items() if v is not None}
+        return max(timed, key=timed.get)
+
+    @property
+    def total_s(self) -> float:
+        return sum(v for v in self.per_sample_s.values() if v is not None)
+
+    def samples_per_s(self, stage: str) -> float:
+        """What this stage alone could sustain on one core (samples/s)."""
+        v = self.per_sample_s[stage]
+        return float("nan") if not v else 1.0 / v
+
+    def table(self) -> str:
+        lines = [f"{'stage':<16}{'us/sample':>11}{'share':>8}{'alone: samples/s':>18}"]
+        for k, v in self.per_sample_s.items():
+            if v is None:
+                lines.append(f"{k:<16}{'skipped':>11}   ({self.notes.get(k, '')})")
+                continue
+            lines.append(f"{k:<16}{v * 1e6:>11,.1f}{v / self.total_s:>8.0%}"
+                         f"{1 / v:>18,.0f}" + ("  <- bottleneck" if k == self.bottleneck
+                                                 else ""))
+        lines.append(f"{'one core, all':<16}{self.total_s * 1e6:>11,.1f}{'':>8}"
+                     f"{1 / self.total_s:>18,.0f}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def stage_breakdown(dataset, augment=None, *, batch_size: int = 64, samples: int = 256,
+                    device=None, repeats: int = 3) -> StageBreakdown:
+    """Time each stage of ``dataset``'s pipeline per sample (best of ``repeats``).
+
+    Args:
+        dataset: an :class:`~labkit.ImageFolderDataset` (its ``read`` and ``decode``).
+        augment: a per-sample augmentation (``lk.make_augment(..)`` with ``per="sample"``),
+            a per-batch one (``per="batch"``, timed on the collated batch), or None (a CHW
+            tensor conversion, what the dataset does without a transform).
+        device: host-to-device target; without CUDA the stage is skipped, with the reason.
+        repeats: timing passes; each stage keeps its fastest (noise only adds time).
+    """
+    from ..loading.prefetchers import cuda_status, to_device
+
+    n = min(samples, len(dataset))
+    per_batch = getattr(augment, "per", "sample") == "batch"
+    best: dict[str, float] = {}
+    for _ in range(repeats):
+        t = dict.fromkeys(STAGES[:4], 0.0)
+        out = []
+        for i in range(n):
+            t0 = time.perf_counter()
+            data = dataset.read(i)
+            t1 = time.perf_counter()
+            img = dataset.decode(i, data)
+            t2 = time.perf_counter()
+            if augment is None or per_batch:
+                x = torch.from_numpy(img.transpose(2, 0, 1).copy())
+            else:
+                x = augment(img)
+            t3 = time.perf_counter()
+            t["read"] += t1 - t0
+            t["decode"] += t2 - t1
+            t["augment"] += t3 - t2
+            out.append(x)
+        batches = []
+        t0 = time.perf_counter()
+        for lo in range(0, n, batch_size):
+            batches.append(default_collate(out[lo:lo + batch_size]))
+        t["collate"] = time.perf_counter() - t0
+        if per_batch:
+            t0 = time.perf_counter()
+            batches = [augment(b) for b in batches]
+            t["augment"] = time.perf_counter() - t0
+        for k, v in t.items():
+            best[k] = min(best.get(k, float("inf")), v)
+    per = {k: v / n for k, v in best.items()}
+    notes = {}
+    ok, reason = cuda_status(device)
+    if device is not None and ok:
+        times = []
+        # pinned once, outside the timing: the stage is the copy, which a pinned-memory
+        # DataLoader or the CUDA-stream prefetcher would feed from already pinned batches
+        pinned = [to_device(b, "cpu", non_blocking=False) for b in batches]
+        for _ in range(repeats):
+            torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            for b in pinned:
+                to_device(b, device, non_blocking=True, pin=False)
+            torch.cuda.synchronize(device)
+            times.append(time.perf_counter() - t0)
+        per["host_to_device"] = min(times) / n
+        notes["host_to_device"] = f"pinned, non_blocking, to {device}"
+    else:
+        per["host_to_device"] = None
+        notes["host_to_device"] = reason if device is not None else "no device given"
+    if augment is None:
+        notes["augment"] = "no augmentation: HWC array to CHW tensor only"
+    return StageBreakdown(samples=n, per_sample_s=per, notes=notes)

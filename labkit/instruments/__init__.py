@@ -1,0 +1,6 @@
+"""Instruments: the throughput meter, timers, exactly-once audits, memory, page cache, shuffle
+quality (chapters 01-08).
+
+Modules here are imported by their full path; the public names are re-exported by
+``labkit`` itself (``import labkit as lk``).
+"""

@@ -1,0 +1,117 @@
+"""``labkit run``: execute chapters headless, keep the executed notebooks and their records.
+
+The headless twin of working through the chapters in JupyterLab: each notebook runs in a
+fresh kernel at the chosen scale, its checkpoint record lands in the run's folder, and the
+folder can be compared with others by ``labkit report``. Introduced in chapter 00.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .. import paths
+from ..errors import LabkitError
+from ..scale import resolve_scale
+
+
+@dataclass
+class NotebookRun:
+    name: str
+    ok: bool
+    seconds: float
+    output: Path
+    error: str | None = None
+
+
+def chapters(folder: Path | None = None) -> list[Path]:
+    """The chapter notebooks, in order (``NN_topic.ipynb``)."""
+    folder = folder or paths.notebooks_dir()
+    return sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
+
+
+def resolve_notebooks(names: list[str] | None) -> list[Path]:
+    """Map ``01``, ``01_measuring_a_loader``, a file name or a path to chapter notebooks."""
+    available = chapters()
+    if not names:
+        return available
+    out = []
+    for name in names:
+        p = Path(name)
+        if p.suffix == ".ipynb" and p.exists():
+            out.append(p.resolve())
+            continue
+        stem = p.stem if p.suffix == ".ipynb" else name
+        hits = [c for c in available if c.stem == stem or c.stem.split("_", 1)[0] == stem]
+        if len(hits) != 1:
+            listing = ", ".join(c.stem for c in available) or "(none found)"
+            raise LabkitError(f"no chapter notebook {name!r}; available: {listing}")
+        out.append(hits[0])
+    return out
+
+
+@contextmanager
+def _env(**values: str):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run_notebooks(names: list[str] | None = None, scale: str | None = None,
+                  out: str | Path | None = None, timeout: int = 600,
+                  echo=print) -> list[NotebookRun]:
+    """Execute chapters in fresh kernels; returns one :class:`NotebookRun` per notebook.
+
+    Executed notebooks go to ``out/notebooks``, checkpoint records to ``out/records``
+    (default ``out``: ``runs/<UTC time>-<host>-<scale>``). A failing chapter does not stop
+    the others; its error is kept and the run reports it.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    scale = resolve_scale(scale)
+    notebooks = resolve_notebooks(names)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(out) if out else paths.runs_dir() / f"{stamp}-{socket.gethostname()}-{scale}"
+    try:
+        (out / "notebooks").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LabkitError(f"cannot create the run folder {out}: {e.strerror or e}; "
+                          "pass --out with a writable folder") from None
+    records = out / "records"
+    results = []
+    echo(f"running {len(notebooks)} chapter(s) at scale {scale!r} into {out}")
+    with _env(LABKIT_SCALE=scale, LABKIT_RECORDS=str(records.resolve())):
+        for nb_path in notebooks:
+            nb = nbformat.read(nb_path, as_version=4)
+            client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                    resources={"metadata": {"path": str(nb_path.parent)}})
+            t0 = time.perf_counter()
+            error = None
+            try:
+                client.execute()
+            except (CellExecutionError, CellTimeoutError, DeadKernelError) as e:
+                error = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
+            seconds = time.perf_counter() - t0
+            target = out / "notebooks" / nb_path.name
+            nbformat.write(nb, target)
+            results.append(NotebookRun(nb_path.stem, error is None, seconds, target, error))
+            status = "ok" if error is None else f"FAILED: {error}"
+            echo(f"  {nb_path.stem:<32} {seconds:7.1f} s  {status}")
+    n_rec = len(list(records.glob("*.json"))) if records.exists() else 0
+    echo(f"{sum(r.ok for r in results)}/{len(results)} chapters ok; {n_rec} record(s) in "
+         f"{records}\ncompare runs with: labkit report {records}")
+    return results

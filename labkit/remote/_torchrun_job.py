@@ -1,0 +1,145 @@
+"""The jobs :func:`labkit.torchrun` runs on every rank (chapter 04). Not public API.
+
+Each rank joins a gloo process group, runs the job and writes ``rank{r}.json`` into the
+launch folder. Jobs:
+
+* ``sharding``: DistributedSampler over ``MemmapRows`` with and without ``set_epoch``; a
+  ``ShardStream`` split over rank x worker and over workers only; uneven shards with the
+  ``drop`` and ``pad`` policies, a gradient-like ``all_reduce`` every step.
+* ``hang``: the same uneven shards without a policy: the rank with more batches waits in
+  ``all_reduce`` for a peer that has finished; the process-group timeout ends it.
+  ``sharding`` with ``then_hang=True`` runs it after everything else (one launch for both).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def _ids(batch) -> list[int]:
+    ids = batch["id"] if isinstance(batch, dict) else batch[1]
+    return [int(i) for i in ids]
+
+
+def _sampler_epochs(ds, cfg, rank, world, set_epoch: bool) -> list[list[int]]:
+    from torch.utils.data.distributed import DistributedSampler
+
+    from labkit.loading.loaders import make_loader
+
+    sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=0)
+    epochs = []
+    for epoch in range(2):
+        if set_epoch:
+            sampler.set_epoch(epoch)
+        # no workers here: this part is about the sampler's split and order
+        loader = make_loader(ds, batch_size=cfg["batch_size"], sampler=sampler)
+        epochs.append([i for b in loader for i in _ids(b)])
+    return epochs
+
+
+def _uneven_steps(stream, cfg, policy: str, dist, torch) -> dict:
+    """Train-like loop with one all_reduce per batch; ``policy`` evens the step counts."""
+    from labkit.loading.loaders import make_loader
+
+    def batches():
+        return make_loader(stream, batch_size=cfg["batch_size"], num_workers=cfg["num_workers"])
+
+    mine = sum(1 for _ in _counting(batches()))  # this rank's batches in one epoch
+    counts = torch.tensor([mine, -mine])
+    dist.all_reduce(counts, op=dist.ReduceOp.MAX)  # -> [max, -min]
+    most, least = int(counts[0]), -int(counts[1])
+    steps = {"drop": least, "pad": most, "none": mine}[policy]
+    got: dict[str, list[int]] = {}
+    done = 0
+    t0 = last = time.perf_counter()
+    error, wait_s = None, 0.0
+    try:
+        while done < steps:
+            it = iter(batches())
+            try:
+                for batch in it:
+                    if done == steps:
+                        break
+                    dist.all_reduce(torch.ones(16))  # the gradient sync every rank must join
+                    for src, i in zip(batch["source"], _ids(batch), strict=True):
+                        got.setdefault(src, []).append(i)
+                    done += 1
+                    last = time.perf_counter()
+            finally:
+                from labkit.loading.loaders import shutdown
+
+                shutdown(it)
+            if policy != "pad":
+                break  # only padding cycles back to the start of this rank's data
+    except RuntimeError as e:
+        error = str(e).splitlines()[0][-160:]
+        wait_s = time.perf_counter() - last  # from the last step that completed
+    return {"policy": policy, "my_batches": mine, "min_batches": least, "max_batches": most,
+            "steps": done, "deliveries": sorted(got.items()), "error": error,
+            "wait_s": wait_s, "elapsed_s": time.perf_counter() - t0}
+
+
+def _counting(loader):
+    from labkit.loading.loaders import shutdown
+
+    it = iter(loader)
+    try:
+        yield from it
+    finally:
+        shutdown(it)
+
+
+def main() -> None:
+    import torch
+    import torch.distributed as dist
+
+    import labkit as lk
+    from labkit.streams.arrays import deliveries
+
+    cfg = json.loads(Path(sys.argv[1]).read_text())
+    timeout = datetime.timedelta(seconds=float(cfg.get("pg_timeout_s", 60)))
+    dist.init_process_group("gloo", timeout=timeout)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out: dict = {"rank": rank, "world_size": world}
+    shards_fx = lk.fixture("array_shards", cfg["scale"], progress=False)
+    uneven = cfg.get("uneven_shards", [0, 1, 2])
+    try:
+        if cfg["job"] == "sharding":
+            rows = lk.MemmapRows(lk.fixture("array", cfg["scale"], progress=False))
+            out["sampler_set_epoch"] = _sampler_epochs(rows, cfg, rank, world, True)
+            out["sampler_no_set_epoch"] = _sampler_epochs(rows, cfg, rank, world, False)
+            for split in ("rank_worker", "worker"):
+                ds = lk.ShardStream(shards_fx, split=split, tag=True)
+                out[split] = deliveries(lk.make_loader(ds, batch_size=cfg["batch_size"],
+                                                       num_workers=cfg["num_workers"]))
+            for policy in ("drop", "pad"):
+                ds = lk.ShardStream(shards_fx, shards=uneven, tag=True)
+                out[f"uneven_{policy}"] = _uneven_steps(ds, cfg, policy, dist, torch)
+        if cfg["job"] == "hang" or cfg.get("then_hang"):  # last: a timeout breaks the group
+            ds = lk.ShardStream(shards_fx, shards=uneven, tag=True)
+            out["uneven_none"] = _uneven_steps(ds, cfg, "none", dist, torch)
+            t0 = time.perf_counter()
+            out["barrier_error"] = None
+            if out["uneven_none"]["error"] is None:  # finished its batches: waits for the peer
+                try:
+                    dist.barrier()  # the end-of-epoch sync the early rank waits in
+                except RuntimeError as e:
+                    out["barrier_error"] = str(e).splitlines()[0][-160:]
+            out["barrier_s"] = time.perf_counter() - t0
+        if cfg["job"] not in ("sharding", "hang"):
+            raise ValueError(f"unknown job {cfg['job']!r}")
+    except BaseException:
+        import traceback
+
+        out["traceback"] = traceback.format_exc()[-2000:]  # for the launcher's report
+        raise
+    finally:
+        (Path(cfg["out"]) / f"rank{rank}.json").write_text(json.dumps(out))
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - a broken group after a timeout: exiting anyway
+            pass

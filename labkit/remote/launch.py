@@ -1,0 +1,116 @@
+"""Launch a real multi-process job with torchrun from a notebook, safely (chapter 04).
+
+:func:`torchrun` writes a two-line script that calls a job in :mod:`labkit.remote._torchrun_job`,
+runs ``python -m torch.distributed.run --nproc-per-node N`` on it as a subprocess (gloo
+backend, a free port on 127.0.0.1), gathers what each rank wrote as JSON, and always
+cleans up: a wall-clock ``timeout`` kills the whole process group, so nothing hangs and no
+rank or worker is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import LabkitError
+
+_STUB = "from labkit.remote._torchrun_job import main\n\nmain()\n"
+
+
+@dataclass
+class TorchrunResult:
+    """What a :func:`torchrun` launch did: exit code, per-rank JSON results, output."""
+
+    returncode: int
+    ranks: list[dict] = field(default_factory=list)
+    output: str = ""
+    wall_s: float = 0.0
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def deliveries(self, key: str) -> list[tuple[str, list[int]]]:
+        """``(source, ids)`` pairs of every rank for one part of the job, for ``lk.audit``."""
+        pairs = []
+        for r in self.ranks:
+            part = r[key]
+            part = part["deliveries"] if isinstance(part, dict) else part
+            pairs += [(str(src), list(ids)) for src, ids in part]
+        return pairs
+
+    def tail(self, lines: int = 15) -> str:
+        return "\n".join(self.output.strip().splitlines()[-lines:])
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, **params) -> TorchrunResult:
+    """Run the named job of :mod:`labkit.remote._torchrun_job` on ``nproc`` ranks with torchrun.
+
+    Args:
+        job: ``"sharding"`` (sampler + rank x worker split + uneven policies; with
+            ``then_hang=True`` the hang afterwards) or ``"hang"`` (uneven ranks without a
+            policy, each collective limited by ``pg_timeout_s``).
+        timeout: seconds for the whole launch; past it every process is killed.
+        params: JSON-able job parameters (``scale``, ``num_workers``, ``batch_size``, ...).
+
+    Returns:
+        a :class:`TorchrunResult`; ``ranks`` is sorted by rank.
+    """
+    tmp = Path(tempfile.mkdtemp(prefix="labkit-torchrun-"))
+    try:
+        (tmp / "job.py").write_text(_STUB)
+        config = {"job": job, "out": str(tmp), **params}
+        (tmp / "config.json").write_text(json.dumps(config))
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+               "--nnodes=1", "--master-addr=127.0.0.1", f"--master-port={free_port()}",
+               str(tmp / "job.py"), str(tmp / "config.json")]
+        env = {k: v for k, v in os.environ.items() if k != "TORCHELASTIC_ERROR_FILE"}
+        env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        t0 = time.perf_counter()
+        # own session: a timeout kills torchrun, its ranks and their DataLoader workers
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env, cwd=tmp, start_new_session=True)
+        timed_out = False
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # stragglers of a finished launch
+            except ProcessLookupError:
+                pass
+        ranks = []
+        for p in sorted(tmp.glob("rank*.json"), key=lambda p: int(p.stem[4:])):
+            ranks.append(json.loads(p.read_text()))
+        result = TorchrunResult(proc.returncode, ranks, out, time.perf_counter() - t0,
+                                timed_out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    failed = [r["traceback"] for r in result.ranks if "traceback" in r]
+    if failed:
+        raise LabkitError(f"torchrun job {job!r} failed on {len(failed)} rank(s), the first:\n"
+                          f"{failed[0]}\n--- output ---\n{result.tail()}")
+    if not result.ranks and not result.timed_out:
+        raise LabkitError(f"torchrun job {job!r} wrote no results (exit "
+                          f"{result.returncode}):\n{result.tail()}")
+    return result

@@ -1,0 +1,231 @@
+"""A resumable stream over WebDataset tar shards: the kit's own streaming dataset (chapter 08).
+
+:class:`TarShardStream` is what the libraries of chapters 06-07 do, small enough to read in one
+sitting: shards are split over ``rank x worker`` slots, shuffled per epoch at shard level and
+through a buffer, and read with plain :mod:`tarfile`. Its one trick makes resume exact: the
+order of an epoch is a pure function of ``(seed, epoch, slot)`` computed from sample
+*positions* (shard, index) before any byte is read, so a checkpoint only needs how many
+samples each worker already yielded, and a resumed worker seeks straight to the next one.
+``state_dict`` / ``load_state_dict`` follow torchdata's ``Stateful`` protocol, so
+``StatefulDataLoader`` checkpoints it per worker.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from itertools import islice
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset
+
+from ..errors import DataFormatError
+from .split import assign, current_split
+
+
+def shard_files(source) -> list[Path]:
+    """The ``.tar`` shards of a Fixture, a folder or a list of paths, sorted."""
+    if hasattr(source, "file_list"):
+        files = source.file_list(".tar")
+    elif isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
+        files = sorted(Path(source).glob("*.tar"))
+    else:
+        files = [Path(p) for p in source]
+    if not files:
+        raise DataFormatError(f"{source}: no .tar shards")
+    return [Path(f) for f in files]
+
+
+def index_shard(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
+    """``[(key, {ext: (offset, size)})]`` in file order, from the tar headers only."""
+    samples: dict[str, dict[str, tuple[int, int]]] = {}
+    last = None
+    try:
+        size = path.stat().st_size
+        with tarfile.open(path, "r:") as tar:
+            for m in tar:
+                last = m
+                if not m.isfile():
+                    continue
+                key, _, ext = m.name.partition(".")
+                samples.setdefault(key, {})[ext] = (m.offset_data, m.size)
+            # tarfile stops quietly at a header cut short, so check the archive's end once:
+            # a whole tar ends with two 512-byte zero blocks after the last member
+            end = tar.offset
+    except FileNotFoundError:
+        raise DataFormatError(f"{path}: shard not found") from None
+    except tarfile.ReadError as e:
+        # "unexpected end of data": tarfile found a member whose bytes run past the end
+        if last is not None and last.offset_data + last.size > size:
+            raise DataFormatError(
+                f"{path}: the shard is truncated ({size} bytes, member {last.name} needs "
+                f"{last.offset_data + last.size}); {_whole(samples, size)} samples readable "
+                "before the cut") from None
+        raise DataFormatError(f"{path}: not a readable tar shard ({e})") from None
+    except tarfile.TarError as e:
+        raise DataFormatError(f"{path}: not a readable tar shard ({e})") from None
+    if end + 1024 > size:
+        raise DataFormatError(f"{path}: the shard is truncated ({size} bytes, its members and "
+                              f"end-of-archive blocks need {end + 1024}); {len(samples)} "
+                              "samples readable before the cut")
+    return list(samples.items())
+
+
+def _whole(samples: dict, size: int) -> int:
+    """How many samples have every member inside the first ``size`` bytes."""
+    return sum(all(o + n <= size for o, n in members.values()) for members in samples.values())
+
+
+class split_by_rank:  # noqa: N801 - used like webdataset's split_by_node function
+    """A webdataset ``nodesplitter`` for an explicit rank: every ``world_size``-th shard URL.
+
+    ``wds.split_by_node`` reads the rank from ``torch.distributed`` or ``RANK``; this one is
+    told, so one process can play every rank (chapters 06 and 08). Picklable for workers.
+    """
+
+    def __init__(self, rank: int, world_size: int):
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank={rank} outside world_size={world_size}")
+        self.rank, self.world_size = rank, world_size
+
+    def __call__(self, src):
+        yield from islice(src, self.rank, None, self.world_size)
+
+    def __repr__(self) -> str:
+        return f"split_by_rank({self.rank}, {self.world_size})"
+
+
+def buffer_order(positions: list, buffer_size: int, rng: np.random.Generator) -> list:
+    """The order a shuffle buffer of ``buffer_size`` gives a stream (webdataset's algorithm).
+
+    Fill the buffer; then for every new item, emit a random buffered one and put the new one
+    in its place; drain in random order at the end.
+    """
+    if buffer_size <= 1:
+        return list(positions)
+    buf, out = [], []
+    for p in positions:
+        if len(buf) < buffer_size:
+            buf.append(p)
+            continue
+        k = int(rng.integers(len(buf)))
+        out.append(buf[k])
+        buf[k] = p
+    while buf:
+        out.append(buf.pop(int(rng.integers(len(buf)))))
+    return out
+
+
+class TarShardStream(IterableDataset):
+    """Samples from tar shards, split over ``rank x worker``, shuffled, exactly resumable.
+
+    Each sample is ``{"id", "label", "features"}`` (the ``.npy`` array, float32). Shards go
+    round-robin to ``world_size * num_workers`` slots (a worker without a shard is idle: use
+    at least that many shards).
+
+    Args:
+        source: a ``wds`` Fixture, a folder of ``.tar`` shards or a list of shard paths.
+        seed: the shuffle seed; the epoch (:meth:`set_epoch`) is mixed in.
+        shuffle_shards: permute the shard list every epoch.
+        buffer_size: shuffle samples through a buffer this big (0: no sample shuffle).
+        rank, world_size: this process's place among ranks (default: as
+            :func:`labkit.streams.split.current_split` finds it, when iterating: an initialised
+            ``torch.distributed``, else ``RANK`` / ``WORLD_SIZE``, else 0 and 1).
+    """
+
+    def __init__(self, source, *, seed: int = 0, shuffle_shards: bool = True,
+                 buffer_size: int = 0, rank: int | None = None, world_size: int | None = None):
+        super().__init__()
+        self.shards = shard_files(source)
+        self.seed, self.shuffle_shards, self.buffer_size = int(seed), shuffle_shards, buffer_size
+        self.rank, self.world_size = rank, world_size
+        current_split(rank, world_size)  # fails now, not in a worker, on a bad rank
+        self.epoch = 0
+        self._index: dict[int, list] = {}
+        self._yielded = 0        # samples this process's current iterator has yielded
+        self._skip = 0           # samples to skip at the next __iter__ (set by a resume)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch: a new shard and buffer permutation, the same for the same seed.
+
+        A new epoch starts from its beginning (a resume's skip count belongs to the epoch
+        it was saved in); setting the same epoch again keeps a pending resume.
+        """
+        if int(epoch) != self.epoch:
+            self._yielded = self._skip = 0
+        self.epoch = int(epoch)
+
+    def _shard_index(self, s: int) -> list:
+        if s not in self._index:
+            self._index[s] = index_shard(self.shards[s])
+        return self._index[s]
+
+    def _order(self, rank: int, world_size: int, worker: int,
+               num_workers: int) -> list[tuple[int, int]]:
+        """This slot's ``(shard, index-in-shard)`` positions for the epoch, in yield order."""
+        slot = rank * num_workers + worker
+        shards = np.arange(len(self.shards))
+        if self.shuffle_shards:
+            shards = np.random.default_rng([self.seed, self.epoch]).permutation(shards)
+        mine = [int(shards[i]) for i in assign(len(shards), rank, world_size, worker,
+                                               num_workers)]
+        positions = [(s, k) for s in mine for k in range(len(self._shard_index(s)))]
+        rng = np.random.default_rng([self.seed, self.epoch, slot, 1])
+        return buffer_order(positions, self.buffer_size, rng)
+
+    def _read(self, s: int, k: int, fh) -> dict:
+        key, members = self._shard_index(s)[k]
+        path = self.shards[s]
+
+        def member(ext):
+            if ext not in members:
+                raise DataFormatError(f"{path}: sample {key} has no .{ext} member")
+            offset, size = members[ext]
+            fh.seek(offset)
+            data = fh.read(size)
+            if len(data) != size:
+                raise DataFormatError(f"{path}: sample {key}.{ext} is cut short "
+                                      f"({len(data)} of {size} bytes)")
+            return data
+
+        try:
+            features = np.load(io.BytesIO(member("npy")))
+            label = int(member("cls"))
+        except (ValueError, EOFError) as e:
+            raise DataFormatError(f"{path}: sample {key} cannot be decoded ({e})") from None
+        return {"id": int(key), "label": label, "features": torch.from_numpy(features)}
+
+    def __iter__(self):
+        order = self._order(*current_split(self.rank, self.world_size))
+        skip, self._skip = self._skip, 0
+        self._yielded = skip
+        current, fh = None, None  # one shard open at a time
+        try:
+            for s, k in order[skip:]:
+                if s != current:
+                    if fh is not None:
+                        fh.close()
+                    current, fh = s, open(self.shards[s], "rb")
+                sample = self._read(s, k, fh)
+                self._yielded += 1
+                yield sample
+        finally:
+            if fh is not None:
+                fh.close()
+
+    def state_dict(self) -> dict:
+        """Where this process's iterator stands: enough to continue exactly there."""
+        return {"seed": self.seed, "epoch": self.epoch, "yielded": self._yielded,
+                "buffer_size": self.buffer_size, "shards": len(self.shards)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict` at the next ``iter()`` (same shards and knobs)."""
+        mine = {"seed": self.seed, "buffer_size": self.buffer_size, "shards": len(self.shards)}
+        theirs = {k: state.get(k) for k in mine}
+        if theirs != mine:
+            raise ValueError(f"state is for a different stream: {theirs}, this one is {mine}")
+        self.epoch, self._skip = int(state["epoch"]), int(state["yielded"])
+        self._yielded = self._skip  # state_dict() before the next iter() says the same
