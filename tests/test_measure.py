@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
-from labkit import meter
+from labkit.instruments import meter
 from labkit.instruments.meter import (
     Measurement,
     Pass,

@@ -11,8 +11,8 @@ from html.parser import HTMLParser
 import pytest
 from PIL import Image
 
-from labkit import report
 from labkit.errors import LabkitError, RecordError
+from labkit.records import report
 from labkit.records.checkpoint import Checkpoint
 
 
