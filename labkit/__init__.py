@@ -68,18 +68,9 @@ from .streams.arrays import RowRange, ShardStream, deliveries, range_worker_init
 from .streams.rowgroups import ParquetRowGroups, open_parquet
 from .streams.split import ShardPlan, shard_plan
 from .streams.tarshards import TarShardStream, split_by_rank
-from .studies.bakeoff import (
-    BakeoffData,
-    BakeoffResult,
-    LoaderAdapter,
-    build_loader,
-    cleanup_bakeoff,
-    format_bakeoff,
-    loader_names,
-    prepare_bakeoff,
-    probe_loader,
-    run_bakeoff,
-)
+from .studies.bakeoff.adapters import LoaderAdapter, build_loader, loader_names, probe_loader
+from .studies.bakeoff.data import BakeoffData, cleanup_bakeoff, prepare_bakeoff
+from .studies.bakeoff.runner import BakeoffResult, format_bakeoff, run_bakeoff
 from .studies.bench import run_benchmark
 from .studies.capstone import (
     PackedImages,
