@@ -31,14 +31,9 @@ from .display.plots import (
     plot_worker_memory,
 )
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
-from .images.decode import (
-    ImageFolderDataset,
-    available_decoders,
-    decode_jpeg,
-    file_bytes,
-    make_augment,
-    skip_collate,
-)
+from .images.augment import make_augment
+from .images.decode import available_decoders, decode_jpeg, fastest_decoder, file_bytes
+from .images.folder import ImageFolderDataset, skip_collate
 from .images.gpu import (
     dali_decode_rate,
     dali_status,
@@ -47,6 +42,7 @@ from .images.gpu import (
     kornia_gpu_status,
     nvjpeg_decode,
 )
+from .images.packed import PackedImages, pack_images
 from .images.stages import StageBreakdown, stage_breakdown
 from .instruments.audits import Audit, audit, worker_tag
 from .instruments.memcap import CappedRun, run_capped
@@ -73,16 +69,13 @@ from .studies.bakeoff.data import BakeoffData, cleanup_bakeoff, prepare_bakeoff
 from .studies.bakeoff.runner import BakeoffResult, format_bakeoff, run_bakeoff
 from .studies.bench import run_benchmark
 from .studies.capstone import (
-    PackedImages,
     TuningResult,
     TuningStep,
     epoch_rate,
-    fastest_decoder,
     format_tuning,
     image_pipeline,
     image_train_step,
     measure_audited,
-    pack_images,
     run_tuning,
     tuned_result,
     tuning_steps,

@@ -315,7 +315,7 @@ def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | No
     quiet machine. Pass ``batch_size=64`` to see it.
     """
     from ..data.fixtures import fixture
-    from ..images.decode import ImageFolderDataset
+    from ..images.folder import ImageFolderDataset
     from ..instruments.meter import measure
     from ..loading.loaders import make_loader, shutdown
     from ..scale import resolve_scale

@@ -13,7 +13,8 @@ import numpy as np
 import torch
 from torch.utils.data import Subset, default_collate
 
-from ...images.decode import ImageFolderDataset, decode_jpeg
+from ...images.decode import decode_jpeg
+from ...images.folder import ImageFolderDataset
 from ...loading.loaders import make_loader
 from .data import BakeoffData, ensure_format
 from .datasets import (

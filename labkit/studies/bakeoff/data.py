@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...data.writers import _tar_add
-from ...images.decode import file_bytes, read_labels
+from ...images.decode import file_bytes
+from ...images.folder import read_labels
 
 # -- the shared data, in every format -------------------------------------------------------
 
