@@ -17,7 +17,7 @@ from .data.copyonread import ArrowRows, NumpyRows, PyObjectRows
 from .data.datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
 from .data.faults import damaged_copy
 from .data.fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, verify
-from .display.dashboard import Dashboard, DashboardModel
+from .display.dashboard import DashboardModel
 from .display.plots import (
     plot_bakeoff,
     plot_heatmap,
@@ -30,6 +30,7 @@ from .display.plots import (
     plot_wait_compute,
     plot_worker_memory,
 )
+from .display.widget import Dashboard
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
 from .images.augment import make_augment
 from .images.decode import available_decoders, decode_jpeg, fastest_decoder, file_bytes
@@ -45,9 +46,10 @@ from .images.gpu import (
 from .images.packed import PackedImages, pack_images
 from .images.stages import StageBreakdown, stage_breakdown
 from .instruments.audits import Audit, audit, worker_tag
+from .instruments.measurement import Measurement, compare
 from .instruments.memcap import CappedRun, run_capped
 from .instruments.memory import WorkerMemory, worker_memory
-from .instruments.meter import Measurement, compare, measure, simulated_step
+from .instruments.meter import measure, simulated_step
 from .instruments.pagecache import evict_page_cache, measure_cold, page_cache_residency
 from .instruments.shuffling import shard_of_bounds, shuffle_quality
 from .loading.loaders import make_loader, shutdown, worker_processes

@@ -128,7 +128,8 @@ def measure_cold(make_loader, paths, *, repeats: int = 3, name: str | None = Non
     """
     import gc
 
-    from .meter import Measurement, measure
+    from .measurement import Measurement
+    from .meter import measure
 
     out = Measurement(name=name or "cold", config=dict(config or {}))
     left = []

@@ -15,7 +15,6 @@ The packed format it tunes towards lives in :mod:`labkit.images.packed`.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,7 +24,8 @@ from torch.utils.data import Subset
 from ..images.decode import DECODERS
 from ..images.packed import PackedImages
 from ..instruments.audits import Audit, audit
-from ..instruments.meter import Measurement, measure
+from ..instruments.measurement import Measurement
+from ..instruments.meter import measure
 from ..loading.loaders import make_loader, shutdown
 
 # -- the train step -------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def epoch_rate(m: Measurement) -> float:
     The meter's ``samples_per_s`` is the steady state; an epoch also pays worker start-up,
     which is what persistent workers remove, so the capstone compares whole passes.
     """
-    return statistics.median(p.samples / p.epoch_s for p in m.passes)
+    return m.epoch_samples_per_s
 
 
 def measure_audited(make: Callable[[], object], step: Callable, expected, *,

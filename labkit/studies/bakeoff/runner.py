@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...instruments.audits import Audit
-from ...instruments.meter import Measurement
+from ...instruments.measurement import Measurement
 from ...loading.loaders import shutdown
 from .adapters import ADAPTERS, get_adapter, loader_names, probe_loader
 from .data import BakeoffData, ensure_format
