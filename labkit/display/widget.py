@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import io
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -12,8 +11,6 @@ from typing import Any
 
 from ..errors import LabkitError
 from .dashboard import DashboardModel
-
-log = logging.getLogger(__name__)
 
 
 class Dashboard:
