@@ -57,7 +57,8 @@ from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_st
 from .records.checkpoint import Checkpoint, read_checkpoint
 from .records.decisions import decision_table, format_decision_table
 from .records.machine import environment, format_environment, versions
-from .records.report import comparison_rows, format_table, load_records, write_report
+from .records.render import write_report
+from .records.report import comparison_rows, format_table, load_records
 from .records.runner import run_notebooks
 from .remote.launch import TorchrunResult, torchrun
 from .remote.server import Fault, serve

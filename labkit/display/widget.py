@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import io
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -11,6 +10,7 @@ from typing import Any
 
 from ..errors import LabkitError
 from .dashboard import DashboardModel
+from .figures import agg_figure, png_bytes
 
 
 class Dashboard:
@@ -130,12 +130,8 @@ class Dashboard:
             self.table.value = self._html()
 
     def _png(self) -> bytes:
-        # Figure + Agg canvas, not pyplot: pyplot's global state is unsafe off the main thread.
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
-        fig = Figure(figsize=(7.5, 4), dpi=80)
-        FigureCanvasAgg(fig)
+        # Agg, not pyplot: pyplot's global state is unsafe off the main thread.
+        fig = agg_figure(figsize=(7.5, 4), dpi=80)
         ax1, ax2 = fig.subplots(2, 1, sharex=True)
         history = list(self.model.history)
         faded = {"color": "grey", "alpha": 0.3, "lw": 1}
@@ -155,9 +151,7 @@ class Dashboard:
         knobs = ", ".join(f"{k}={v}" for k, v in self.model.run_config.items())
         fig.suptitle(f"{self.title}: run {len(history)} ({knobs})" if history else self.title)
         fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        return buf.getvalue()
+        return png_bytes(fig)
 
     def _html(self) -> str:
         runs = list(self.model.runs)
