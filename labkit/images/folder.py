@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, default_collate
 
+from ..data.fixtures import source_folder
 from ..errors import DataFormatError
 from .decode import DECODERS, decode_jpeg
 
@@ -49,7 +50,7 @@ class ImageFolderDataset(Dataset):
             raise ValueError(f"decoder={decoder!r}: choose one of {', '.join(DECODERS)}")
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
-        self.folder = Path(getattr(fixture_or_folder, "path", fixture_or_folder))
+        self.folder = source_folder(fixture_or_folder)
         self.rows = read_labels(self.folder)
         self.decoder, self.transform, self.on_error = decoder, transform, on_error
         self.skipped: list[int] = []

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from ..data.fixtures import source_folder
 from ..errors import DataFormatError
 from .decode import DECODERS, decode_jpeg
 from .folder import read_labels
@@ -31,7 +32,7 @@ def pack_images(fixture_or_folder, dest) -> Path:
     Returns ``dest``. The samples keep the folder's order, ids and labels. Writing is
     atomic per file (temp name, then rename), so an interrupted pack is never read as whole.
     """
-    folder = Path(getattr(fixture_or_folder, "path", fixture_or_folder))
+    folder = source_folder(fixture_or_folder)
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     rows = read_labels(folder)

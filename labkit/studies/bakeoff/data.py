@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...data.fixtures import source_folder
 from ...data.writers import _tar_add
 from ...images.decode import file_bytes
 from ...images.folder import read_labels
@@ -137,7 +138,7 @@ def prepare_bakeoff(images, dest, *, samples: int | None = None, shards: int = 4
     Each conversion is timed (``conversion_s``). More formats can be added later with
     :func:`ensure_format` (the adapters ask for theirs).
     """
-    folder = Path(getattr(images, "path", images))
+    folder = source_folder(images)
     rows = read_labels(folder)
     if samples is not None:
         rows = rows[:samples]
