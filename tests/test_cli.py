@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -14,9 +16,36 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def labkit(*args, env=None, timeout=300):
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "labkit.cli", *args], capture_output=True,
-                          text=True, env=full_env, timeout=timeout, cwd=REPO)
+    """``labkit ARGS`` run in this process: ``main()`` is the command, minus the interpreter.
+
+    A subprocess per call re-imported torch each time (seconds apiece under load); the real
+    entry point is still run as a subprocess once, by :func:`test_the_entry_point_runs`.
+    """
+    from labkit import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main([str(a) for a in args])
+            except SystemExit as e:  # argparse: --help (0), bad arguments (2)
+                code = e.code if isinstance(e.code, int) else 2
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return subprocess.CompletedProcess(["labkit", *args], code, out.getvalue(), err.getvalue())
+
+
+def test_the_entry_point_runs():
+    """``python -m labkit.cli`` itself (the console script calls the same main())."""
+    r = subprocess.run([sys.executable, "-m", "labkit.cli", "bench", "--list"],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 0 and "meter-overhead" in r.stdout, r.stderr
 
 
 @pytest.mark.parametrize("cmd", ["fixtures", "env", "run", "report", "bench", "lab"])
