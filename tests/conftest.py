@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from labkit.loading.loaders import worker_processes
+from labkit.loading.processes import stop_processes
 
 # LABKIT_SCALE is left alone on purpose: `make test` sets it to ci for the whole run.
 _ENV = ("LABKIT_DATA", "LABKIT_RECORDS", "LABKIT_SPECS")
@@ -160,12 +161,7 @@ def no_leftover_workers():
         except psutil.Error:
             names.append(f"pid {p.pid}")
     try:  # stop them so one leak does not fail every later test
-        for p in left:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(left, timeout=2)
+        stop_processes(left)
     except RuntimeError:
         pass  # torch's SIGCHLD handler reporting the worker just killed: expected here
     pytest.fail(

@@ -28,6 +28,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from labkit.loading.processes import stop_processes
 from labkit.remote.launch import free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -196,13 +197,7 @@ def _quit(driver) -> None:
     try:
         driver.quit()
     finally:
-        _, alive = psutil.wait_procs(procs, timeout=5)
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(alive, timeout=5)
+        stop_processes(procs, grace_s=5)
 
 
 def _wait(driver, what: str, timeout: float, condition):

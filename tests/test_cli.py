@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -24,20 +25,12 @@ def labkit(*args, env=None, timeout=300):
     from labkit import cli
 
     out, err = io.StringIO(), io.StringIO()
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = cli.main([str(a) for a in args])
-            except SystemExit as e:  # argparse: --help (0), bad arguments (2)
-                code = e.code if isinstance(e.code, int) else 2
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with mock.patch.dict(os.environ, env or {}), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        try:
+            code = cli.main([str(a) for a in args])
+        except SystemExit as e:  # argparse: --help (0), bad arguments (2)
+            code = e.code if isinstance(e.code, int) else 2
     return subprocess.CompletedProcess(["labkit", *args], code, out.getvalue(), err.getvalue())
 
 

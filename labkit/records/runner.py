@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import socket
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from unittest import mock
 
 from .. import paths
 from ..errors import LabkitError
@@ -55,20 +55,6 @@ def resolve_notebooks(names: list[str] | None) -> list[Path]:
     return out
 
 
-@contextmanager
-def _env(**values: str):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def run_notebooks(names: list[str] | None = None, scale: str | None = None,
                   out: str | Path | None = None, timeout: int = 600,
                   echo=print) -> list[NotebookRun]:
@@ -94,7 +80,7 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
     records = out / "records"
     results = []
     echo(f"running {len(notebooks)} chapter(s) at scale {scale!r} into {out}")
-    with _env(LABKIT_SCALE=scale, LABKIT_RECORDS=str(records.resolve())):
+    with mock.patch.dict(os.environ, LABKIT_SCALE=scale, LABKIT_RECORDS=str(records.resolve())):
         for nb_path in notebooks:
             nb = nbformat.read(nb_path, as_version=4)
             client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
