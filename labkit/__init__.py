@@ -1,11 +1,15 @@
 """labkit: the helper package of the just-in-time data loading kit (``import labkit as lk``).
 
-Each name below is introduced in a chapter; the modules are one concept each:
-fixtures, faults, audits, meter, pagecache, memcap, memory, datasets, copyonread, streams,
-sharding, rowgroups, launch, server, tarshards, resume, shuffling, loaders, prefetchers,
-tuning, images, stages, gpu, capstone, decisions, bakeoff, dashboard, plots, checkpoint, report,
-machine, bench, runner.
-The public API is exactly ``__all__`` (sorted, checked by a test).
+Laid out by concept, one subpackage each (every module's first docstring line names the
+chapters it serves): ``data`` (fixtures, writers, faults, teaching datasets), ``images``
+(decoders, folder and packed datasets, augmentation, GPU paths, stage costs), ``streams``
+(one rank x worker split base; array, row-group and tar-shard streams), ``loading``
+(make_loader, prefetchers, batches, processes), ``instruments`` (meter, measurement, audits,
+memory, page cache, shuffle quality), ``studies`` (resume, tuning, capstone, bake-off,
+benchmarks), ``remote`` (HTTP server, torchrun), ``display`` (dashboard, plots, figures),
+``records`` (checkpoint, machine, report, decisions, ``labkit run``). ``errors``, ``paths``,
+``scale`` and ``cli`` sit at the top.
+The public API is exactly ``__all__`` (sorted, checked by a test); notebooks use only it.
 """
 
 from __future__ import annotations
