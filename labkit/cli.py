@@ -1,4 +1,4 @@
-"""The ``labkit`` command: fixtures, env, run, report, bench, lab.
+"""The ``labkit`` command: fixtures, env, run, report, bench, lab (chapter 00; every chapter).
 
 Every subcommand has ``--help``; bad arguments and bad input (unknown scale, notebook,
 benchmark, corrupted fixture, unwritable folder) print one clear line and exit 2.

@@ -1,4 +1,5 @@
-"""The kit's exceptions: each message names the thing that is wrong and what to do."""
+"""The kit's exceptions: each message names what is wrong and what to do (every chapter).
+"""
 
 from __future__ import annotations
 

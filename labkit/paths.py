@@ -1,4 +1,4 @@
-"""Where the kit keeps things: fixture specs, generated data, records, runs.
+"""Where the kit keeps things: fixture specs, generated data, records, runs (chapter 00).
 
 Every location can be moved with an environment variable, so a workshop can put data on
 a fast local disk and CI can point records at a scratch folder.

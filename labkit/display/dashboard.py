@@ -1,4 +1,4 @@
-"""A live throughput dashboard: pick knobs, press Run, watch samples/s and data-wait.
+"""A live throughput dashboard: pick knobs, press Run, watch samples/s (chapter 01 on).
 
 Introduced in chapter 01 and used for the knob that matters in every later chapter.
 :class:`DashboardModel` holds all the logic in plain Python (tests and headless notebooks

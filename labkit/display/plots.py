@@ -1,4 +1,4 @@
-"""Plots a person would rather look at than read: throughput side by side, wait vs compute.
+"""Plots a person would rather look at than read: throughput, wait vs compute (ch. 01-11).
 
 Each function returns a matplotlib Figure (closed, so a notebook shows it exactly once).
 Introduced in chapter 01.

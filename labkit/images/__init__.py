@@ -1,5 +1,4 @@
-"""JPEG images: decoders, folder and packed datasets, augmentation, GPU paths, stage costs
-(chapters 10-11).
+"""JPEG images: decoders, datasets, augmentation, GPU paths, stage costs (chapters 10, 11).
 
 Modules here are imported by their full path; the public names are re-exported by
 ``labkit`` itself (``import labkit as lk``).

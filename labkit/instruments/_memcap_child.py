@@ -1,4 +1,4 @@
-"""The child process behind :func:`labkit.run_capped` (run as a script, never imported).
+"""The child behind :func:`labkit.run_capped` (chapter 02; run as a script, never imported).
 
 Run as a plain file so it does not import the labkit package (and torch with it): its
 start-up footprint, the baseline the cap sits on, stays small. Prints one JSON line.

@@ -1,4 +1,4 @@
-"""Larger than memory, for real: run a read in a child process under an enforced memory cap.
+"""Larger than memory, for real: a read in a child under an enforced memory cap (chapter 02).
 
 The cap is ``RLIMIT_DATA``, set by the child on itself after its imports: it limits the
 process's private writable memory (heap, anonymous mappings: where ``np.load`` puts an

@@ -1,4 +1,4 @@
-"""Per-worker memory over an epoch: USS and PSS of each DataLoader worker, sampled live.
+"""Per-worker memory over an epoch: USS and PSS of each DataLoader worker (chapter 03).
 
 A forked worker shares its parent's pages until it writes to one. Python writes to an
 object every time it reads it (the reference count), and its garbage collector writes to

@@ -1,4 +1,4 @@
-"""How many samples a batch holds, and how many bytes, for any batch a loader yields.
+"""How many samples and bytes a batch holds, for any batch a loader yields (chapter 01 on).
 
 The meter calls the sizer once per batch, so :func:`make_sizer` inspects the first batch
 and returns a specialised function (``len`` of the right element) instead of walking the

@@ -1,4 +1,4 @@
-"""Comparing checkpoint records across runs and machines (``labkit report``).
+"""Comparing checkpoint records across runs and machines, ``labkit report`` (chapter 00).
 
 Each record is one run: a chapter on one machine at one time. Rows line up the same
 observation (name, unit, knobs) across runs, so a workshop can put a laptop beside a

@@ -1,4 +1,4 @@
-"""A loopback HTTP server over a folder: a "remote object store" that can be taught offline.
+"""A loopback HTTP server over a folder: a remote store taught offline (chapters 06, 07).
 
 :func:`serve` starts a ``ThreadingHTTPServer`` on ``127.0.0.1`` (never another interface) on
 a free port and serves the files of one folder with ``GET``/``HEAD`` and single byte ranges
