@@ -66,7 +66,7 @@ from .records.report import comparison_rows, format_table, load_records
 from .records.runner import run_notebooks
 from .remote.launch import TorchrunResult, torchrun
 from .remote.server import Fault, serve
-from .scale import SCALES, resolve_scale
+from .scale import SCALES, knob, resolve_scale
 from .streams.arrays import RowRange, ShardStream, deliveries, range_worker_init
 from .streams.rowgroups import ParquetRowGroups, open_parquet
 from .streams.split import ShardPlan, shard_plan
@@ -167,6 +167,7 @@ __all__ = [
     "gpu_decode_status",
     "image_pipeline",
     "image_train_step",
+    "knob",
     "kornia_gpu_status",
     "load_records",
     "loader_names",

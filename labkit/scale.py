@@ -2,7 +2,9 @@
 
 ``ci`` fits a 2-core CI runner in seconds, ``workshop`` (the default) makes effects
 visible on a laptop in minutes, ``full`` is sized for page-cache, disk and network
-effects to dominate (GBs). Introduced in chapter 00.
+effects to dominate (GBs). Introduced in chapter 00. Every other scale-dependent value a
+chapter uses (timed passes, dashboard seconds, sweep sizes) is one row of :data:`KNOBS`,
+read with :func:`knob`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,41 @@ from .errors import ScaleError
 
 SCALES = ("ci", "workshop", "full")
 DEFAULT_SCALE = "workshop"
+
+# Every knob whose value depends on the scale, in one table: knob -> {scale: value}.
+# ci keeps a chapter under 40 s on 2 cores (its timings are never checked, so one timed
+# pass is enough); workshop makes effects visible on a laptop; full is for a real machine.
+# ci values also decide what nbval-checked cells print: change them with the outputs.
+KNOBS: dict[str, dict[str, object]] = {
+    # every measuring chapter
+    "repeats": {"ci": 1, "workshop": 3, "full": 3},          # timed passes; median reported
+    "warmup": {"ci": 0, "workshop": 1, "full": 1},           # untimed passes first
+    "dashboard_s": {"ci": 1, "workshop": 8, "full": 10},     # seconds per dashboard run
+    "worker_counts": {"ci": [0, 1, 2], "workshop": [0, 1, 2, 4], "full": [0, 1, 2, 4]},
+    # 04 scaling out
+    "pg_timeout_s": {"ci": 2, "workshop": 5, "full": 5},     # process-group timeout, hang demo
+    # 06 WebDataset
+    "shard_samples": {"ci": [16, 64, 256], "workshop": [64, 500, 2000],
+                      "full": [64, 500, 2000]},              # ShardWriter maxcount sweep
+    "http_bytes_per_s": {"ci": 8e6, "workshop": 20e6, "full": 20e6},  # per connection
+    "max_batches": {"ci": None, "workshop": 60, "full": 60},  # cap per decoding pass
+    # 07 HF datasets streaming
+    "max_examples": {"ci": None, "workshop": 50_000, "full": 50_000},  # per measured pass
+    # 08 shuffling and resume
+    "shuffle_buffers": {"ci": [1, 16, 64, 256], "workshop": [1, 16, 100, 1000, 4000],
+                        "full": [1, 16, 100, 1000, 4000]},  # 1 = no buffer
+    # 09 prefetch
+    "scaling_samples": {"ci": 60, "workshop": 480, "full": 1920},
+    "startup_workers": {"ci": 1, "workshop": 2, "full": 2},  # each spawn start imports torch
+    "sweep_batches": {"ci": 6, "workshop": 40, "full": 80},  # batches per timed pass
+    "prefetch_factors": {"ci": [1, 2], "workshop": [1, 2, 4], "full": [1, 2, 4]},
+    "tune_batches": {"ci": 4, "workshop": 30, "full": 60},
+    # 10 decode and augment, 11 capstone (bake-off)
+    "image_samples": {"ci": 256, "workshop": 2000, "full": 8000},  # images timed per pass
+    # 11 capstone
+    "tuning_samples": {"ci": 512, "workshop": 4000, "full": 20000},  # images per pass
+    "big_batch_size": {"ci": 64, "workshop": 128, "full": 128},  # the "batching" step
+}
 
 
 def resolve_scale(scale: str | None = None) -> str:
@@ -35,10 +72,20 @@ def resolve_scale(scale: str | None = None) -> str:
     return name
 
 
-def pick(values: dict, scale: str | None = None):
-    """Pick the value for the current scale from ``{"ci": .., "workshop": .., "full": ..}``."""
-    name = resolve_scale(scale)
+def knob(name: str, scale: str | None = None):
+    """The value of one scale-dependent knob at ``scale`` (default: ``LABKIT_SCALE``).
+
+    A chapter's parameters cell reads its sizes from the one table, :data:`KNOBS`:
+    ``REPEATS = lk.knob("repeats", SCALE)``; replace the call with a number to change it.
+
+    Raises:
+        ScaleError: the scale is not one of ``ci``, ``workshop``, ``full``.
+        KeyError: no knob of that name (the message lists them).
+    """
+    scale = resolve_scale(scale)
     try:
-        return values[name]
+        row = KNOBS[name]
     except KeyError:
-        raise ScaleError(f"no value for scale {name!r} in {values!r}") from None
+        raise KeyError(f"no scale knob {name!r}; knobs: {', '.join(sorted(KNOBS))}") from None
+    value = row[scale]
+    return list(value) if isinstance(value, list) else value  # a learner's edit stays local

@@ -25,8 +25,11 @@ def test_duplicates_missing_unexpected_counted():
     assert "duplicated ids: 0, 1, 2" in text and "missing ids: 3" in text
     with pytest.raises(AssertionError, match="exactly-once audit failed"):
         a.check()
-    assert a.as_observations("x") == {"x_expected": 4, "x_delivered": 7, "x_duplicates": 3,
-                                      "x_missing": 1}
+    obs = a.as_observations("x y", {"num_workers": 2})
+    assert {o["name"]: o["value"] for o in obs} == {"x_y.expected": 4, "x_y.delivered": 7,
+                                                    "x_y.duplicates": 3, "x_y.missing": 1}
+    assert {o["unit"] for o in obs} == {"samples"}
+    assert all(o["config"] == {"num_workers": 2} for o in obs)
 
 
 def test_pairs_as_lists_from_json():

@@ -71,15 +71,69 @@ def test_fixture_and_data_recorded(records, tmp_path):
     assert record["environment"]["data"]["path"] == str(tmp_path.resolve())
 
 
-def test_add_measurement_extends_observations():
-    class FakeMeasurement:
-        def as_observations(self, name, config):
-            return [{"name": f"{name}.samples_per_s", "value": 12.5, "unit": "samples/s",
-                     "config": config or {}}]
+class _Result:
+    """Anything with as_observations(name=, config=) is a result add() records."""
 
-    c = ck.Checkpoint("01", scale="ci").add_measurement(FakeMeasurement(), "mmap", {"k": 1})
+    def as_observations(self, name=None, config=None):
+        return [{"name": f"{name or 'fake'}.samples_per_s", "value": 12.5,
+                 "unit": "samples/s", "config": config or {}}]
+
+
+def test_add_records_a_result_with_its_name_and_config():
+    c = ck.Checkpoint("01", scale="ci").add(_Result(), "mmap", {"k": 1})
     assert c.observations == [{"name": "mmap.samples_per_s", "value": 12.5,
                                "unit": "samples/s", "config": {"k": 1}, "note": None}]
+    assert ck.Checkpoint("01", scale="ci").add(_Result()).observations[0]["name"] == \
+        "fake.samples_per_s"
+
+
+def test_add_takes_lists_and_dicts_of_results():
+    c = ck.Checkpoint("01", scale="ci").add([_Result(), _Result()])
+    assert [o["name"] for o in c.observations] == ["fake.samples_per_s"] * 2
+    c = ck.Checkpoint("01", scale="ci").add({"a": _Result(), "b": [_Result()]})
+    assert [o["name"] for o in c.observations] == ["a.samples_per_s", "b.samples_per_s"]
+    c = ck.Checkpoint("01", scale="ci").add({"a": _Result()}, name="run")
+    assert c.observations[0]["name"] == "run.a.samples_per_s"
+
+
+def test_add_an_audit_and_a_resume_trial():
+    import labkit as lk
+    from labkit.studies.resume import ResumeRun, ResumeTrial
+
+    c = ck.Checkpoint("03", scale="ci")
+    c.add(lk.audit({"w0": [0, 1], "w1": [1]}, 3), "shards per worker", {"num_workers": 2})
+    assert {o["name"]: o["value"] for o in c.observations} == {
+        "shards_per_worker.expected": 3, "shards_per_worker.delivered": 3,
+        "shards_per_worker.duplicates": 1, "shards_per_worker.missing": 1}
+    assert c.observations[0]["config"] == {"num_workers": 2}
+    trial = ResumeTrial("SDL", (3, 2), (ResumeRun("uninterrupted", (0, 1), 0, 0, True),
+                                        ResumeRun("resumed once", (0,), 1, 0, False, "boom")))
+    c = ck.Checkpoint("08", scale="ci").add([trial])
+    assert [(o["name"], o["value"], o["config"]["run"]) for o in c.observations] == [
+        ("resume.lost", 0, "uninterrupted"), ("resume.duplicated", 0, "uninterrupted"),
+        ("resume.lost", 1, "resumed once"), ("resume.duplicated", 0, "resumed once")]
+    assert c.observations[2]["config"]["loader"] == "SDL" and c.observations[2]["note"] == "boom"
+
+
+@pytest.mark.parametrize("thing", [3.5, "samples_per_s", None, {"a": 1}, [_Result(), 2]])
+def test_add_rejects_what_has_no_observations(thing):
+    with pytest.raises(TypeError, match=r"as_observations\(\).*not (float|str|NoneType|int)"):
+        ck.Checkpoint("01", scale="ci").add(thing)
+
+
+def test_add_validates_values_like_observe():
+    class Bad:
+        def as_observations(self, name=None, config=None):
+            return [{"name": "x", "value": float("nan"), "unit": "s"}]
+
+    with pytest.raises(ValueError, match="not finite"):
+        ck.Checkpoint("01", scale="ci").add(Bad())
+
+
+def test_add_measurement_is_add():
+    c = ck.Checkpoint("01", scale="ci").add_measurement(_Result(), "mmap", {"k": 1})
+    assert c.observations == ck.Checkpoint("01", scale="ci").add(_Result(), "mmap",
+                                                                 {"k": 1}).observations
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -np.inf, [1, 2], None, "x" * 500])

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..records.checkpoint import observation_name
+
 
 def _ids(x) -> list[int]:
     """Sample ids from an int, a sequence, a numpy array or a tensor."""
@@ -105,10 +107,14 @@ class Audit:
     def __str__(self) -> str:
         return self.table()
 
-    def as_observations(self, prefix: str = "audit") -> dict[str, int]:
-        """Counts for a checkpoint record (``lk.Checkpoint.observe(**audit.as_observations())``)."""
-        return {f"{prefix}_expected": self.expected, f"{prefix}_delivered": self.delivered,
-                f"{prefix}_duplicates": self.duplicates, f"{prefix}_missing": self.missing}
+    def as_observations(self, name: str | None = None, config: dict | None = None) -> list:
+        """Observations for a checkpoint record (``ckpt.add(audit, "split")``): the
+        ``expected``, ``delivered``, ``duplicates`` and ``missing`` counts, in samples."""
+        name = observation_name(name or "audit")
+        counts = {"expected": self.expected, "delivered": self.delivered,
+                  "duplicates": self.duplicates, "missing": self.missing}
+        return [{"name": f"{name}.{k}", "value": v, "unit": "samples",
+                 "config": dict(config or {}), "note": None} for k, v in counts.items()]
 
     def check(self) -> Audit:
         """Raise ``AssertionError`` with the table unless every id came exactly once."""

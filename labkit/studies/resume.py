@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..instruments.audits import _ids
 from ..loading.loaders import shutdown
+from ..records.checkpoint import observation_name
 
 
 def default_ids(batch) -> list[int]:
@@ -57,6 +58,19 @@ class ResumeTrial:
         return [{"loader": self.name, "run": r.name, "delivered": len(r.ids), "lost": r.lost,
                  "duplicated": r.duplicated, "same_order": r.same_order, "error": r.error}
                 for r in self.runs]
+
+    def as_observations(self, name: str | None = None, config: dict | None = None) -> list:
+        """Observations for a checkpoint record (``ckpt.add(trial)``): samples ``lost`` and
+        ``duplicated`` per run, the loader and run in each observation's config."""
+        name = observation_name(name or "resume")
+        obs = []
+        for r in self.runs:
+            cfg = {"loader": self.name, "run": r.name, **(config or {})}
+            obs += [{"name": f"{name}.lost", "value": r.lost, "unit": "samples",
+                     "config": cfg, "note": r.error},
+                    {"name": f"{name}.duplicated", "value": r.duplicated, "unit": "samples",
+                     "config": cfg, "note": None}]
+        return obs
 
     def table(self, header: bool = True) -> str:
         """Fixed-width, deterministic for a deterministic loader."""
