@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import dataclass, field
 
@@ -139,8 +138,9 @@ class Measurement:
 
     def as_observations(self, name: str | None = None, config: dict | None = None) -> list:
         """Observations for a checkpoint record: samples/s, bytes/s, first batch, wait."""
-        # "mmap rows + step" -> "mmap_rows_step": record keys stay greppable
-        name = re.sub(r"[^a-z0-9.]+", "_", (name or self.name).lower()).strip("_")
+        from ..records.checkpoint import observation_name
+
+        name = observation_name(name or self.name)
         cfg = {**self.config, **(config or {})}
         if self.step is not None:
             cfg.setdefault("step", self.step)
