@@ -1,4 +1,4 @@
-"""labkit: the helper package of the just-in-time data loading kit (``import labkit as lk``).
+"""labkit, the kit's helper package, ``import labkit as lk`` in every chapter.
 
 Laid out by concept, one subpackage each (every module's first docstring line names the
 chapters it serves): ``data`` (fixtures, writers, faults, teaching datasets), ``images``

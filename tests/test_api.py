@@ -29,3 +29,31 @@ def test_no_public_name_shadows_a_submodule():
         mod = importlib.import_module(f"labkit.{info.name}")
         attr = getattr(lk, info.name)
         assert isinstance(attr, types.ModuleType) and attr is mod, info.name
+
+
+def _modules():
+    from pathlib import Path
+
+    root = Path(lk.__file__).parent
+    return sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_every_module_names_its_chapters_in_its_first_docstring_line():
+    """STYLE 14: each definition says where it is taught ("chapter 03", "ch. 10-11", ...)."""
+    import ast
+    import re
+
+    silent = []
+    for path in _modules():
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        first = doc.splitlines()[0] if doc else ""
+        if not re.search(r"\b(chapters? \d\d|ch\. \d\d|every chapter)", first):
+            silent.append(f"{path.name}: {first!r}")
+    assert not silent, "\n".join(silent)
+
+
+def test_no_module_holds_two_concepts():
+    """A module far past ~350 lines is two concepts: split it (the layout by concept)."""
+    long = [f"{p.relative_to(p.parents[1])}: {n} lines" for p in _modules()
+            if (n := len(p.read_text().splitlines())) > 400]
+    assert not long, long

@@ -1,4 +1,4 @@
-"""The teaching datasets the chapters build, importable so spawn/forkserver workers can load them.
+"""Teaching datasets, importable so spawn/forkserver workers can load them (ch. 01-04, 08).
 
 (A Dataset class defined in a notebook cell cannot be pickled into a spawned worker; one
 defined here can.) Every sample is ``(features, id)``: the id lets audits count exactly

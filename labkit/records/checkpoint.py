@@ -1,4 +1,4 @@
-"""The local verification checkpoint: a versioned JSON record of what a chapter observed.
+"""The local verification checkpoint: a JSON record of what a chapter observed (every chapter).
 
 Every chapter ends with one (chapter 00 introduces it): the observations with units and
 the knobs that produced them, the data they were measured on, the conditions that matter

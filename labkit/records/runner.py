@@ -1,4 +1,4 @@
-"""``labkit run``: execute chapters headless, keep the executed notebooks and their records.
+"""``labkit run``: every chapter executed headless, notebooks and records kept (chapter 00).
 
 The headless twin of working through the chapters in JupyterLab: each notebook runs in a
 fresh kernel at the chosen scale, its checkpoint record lands in the run's folder, and the
