@@ -1,4 +1,4 @@
-"""Scale presets: one word decides how big every fixture and sweep is.
+"""Scale presets and the one table of per-scale knobs (every chapter).
 
 ``ci`` fits a 2-core CI runner in seconds, ``workshop`` (the default) makes effects
 visible on a laptop in minutes, ``full`` is sized for page-cache, disk and network
