@@ -2,7 +2,7 @@
 
 import pytest
 
-from labkit.streams.split import assign, current_split, shard_plan, split_range
+from labkit.streams.split import assign, current_split, shard_bounds, shard_plan
 
 
 @pytest.mark.parametrize("items, world, workers", [(8, 1, 2), (8, 2, 2), (3, 2, 2), (5, 1, 4)])
@@ -12,13 +12,20 @@ def test_assign_covers_every_item_once(items, world, workers):
     assert got == list(range(items))
 
 
-@pytest.mark.parametrize("n, parts", [(10, 3), (2, 4), (0, 2), (8192, 4)])
-def test_split_range_is_a_partition(n, parts):
-    pieces = [split_range(5, 5 + n, p, parts) for p in range(parts)]
-    assert pieces[0][0] == 5 and pieces[-1][1] == 5 + n
-    assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:], strict=False))
-    sizes = [hi - lo for lo, hi in pieces]
-    assert max(sizes) - min(sizes) <= 1
+@pytest.mark.parametrize("n, parts", [(10, 3), (2, 4), (0, 2), (8192, 4), (100000, 64)])
+def test_shard_bounds_is_a_partition(n, parts):
+    bounds = shard_bounds(n, parts)
+    assert len(bounds) == parts + 1 and bounds[0] == 0 and bounds[-1] == n
+    sizes = [hi - lo for lo, hi in zip(bounds, bounds[1:], strict=False)]
+    assert min(sizes) >= 0 and max(sizes) - min(sizes) <= 1
+
+
+def test_shard_bounds_is_the_fixtures_cut():
+    # the writers cut shards with these bounds; exact integers, no float rounding
+    assert shard_bounds(10, 3) == [0, 3, 6, 10]
+    assert shard_bounds(18, 66)[33] == 9
+    with pytest.raises(ValueError, match="parts=0"):
+        shard_bounds(5, 0)
 
 
 def test_plan_shows_idle_workers():
