@@ -2,7 +2,14 @@
 
 import pytest
 
-from labkit.streams.split import assign, current_split, shard_bounds, shard_plan
+from labkit.streams.split import (
+    Place,
+    SplitStream,
+    assign,
+    current_split,
+    shard_bounds,
+    shard_plan,
+)
 
 
 @pytest.mark.parametrize("items, world, workers", [(8, 1, 2), (8, 2, 2), (3, 2, 2), (5, 1, 4)])
@@ -43,3 +50,44 @@ def test_current_split_outside_workers(monkeypatch):
     monkeypatch.setenv("RANK", "1")
     assert current_split() == (1, 2, 0, 1)
     assert current_split(0, 4) == (0, 4, 0, 1)
+
+
+class _Units(SplitStream):
+    """The smallest stream on the base: yields its unit indices."""
+
+    def __init__(self, units, **kw):
+        super().__init__(**kw)
+        self.units = units
+
+    def __iter__(self):
+        return iter(self.share(self.units))
+
+
+@pytest.mark.parametrize("seed", [None, 7])
+def test_split_stream_shares_partition_every_epoch(seed):
+    ds = _Units(10, seed=seed)
+    for epoch in (0, 1):
+        ds.set_epoch(epoch)
+        places = [Place(r, 2, w, 3) for r in range(2) for w in range(3)]
+        shares = [ds.share(10, p) for p in places]
+        assert sorted(u for s in shares for u in s) == list(range(10))
+        assert [s[0] for s in shares] == ds.order(10)[:6]  # global worker g takes g first
+    assert (ds.order(10) == list(range(10))) == (seed is None)
+
+
+def test_split_stream_order_is_seed_and_epoch():
+    a, b = _Units(20, seed=1), _Units(20, seed=1)
+    assert a.order(20) == b.order(20)
+    b.set_epoch(1)
+    assert a.order(20) != b.order(20) and sorted(b.order(20)) == list(range(20))
+    assert list(_Units(4, split="none", rank=1, world_size=2)) == [0, 1, 2, 3]
+    assert list(_Units(4, split="worker", rank=1, world_size=2)) == [0, 1, 2, 3]
+    assert list(_Units(4, rank=1, world_size=2)) == [1, 3]
+
+
+def test_split_stream_refuses_bad_split_and_rank():
+    with pytest.raises(ValueError, match=r"split='x': 'rank_worker', 'worker' or 'none'"):
+        _Units(4, split="x")
+    with pytest.raises(ValueError, match="outside world_size"):
+        _Units(4, rank=2, world_size=2)
+    assert Place(1, 2, 1, 3).slot == 4 and Place(1, 2, 0, 1).source == "rank1/main"
