@@ -17,7 +17,7 @@ from .data.copyonread import ArrowRows, NumpyRows, PyObjectRows
 from .data.datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
 from .data.faults import damaged_copy
 from .data.fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, verify
-from .display.dashboard import Dashboard, DashboardModel
+from .display.dashboard import DashboardModel
 from .display.plots import (
     plot_bakeoff,
     plot_heatmap,
@@ -30,15 +30,11 @@ from .display.plots import (
     plot_wait_compute,
     plot_worker_memory,
 )
+from .display.widget import Dashboard
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
-from .images.decode import (
-    ImageFolderDataset,
-    available_decoders,
-    decode_jpeg,
-    file_bytes,
-    make_augment,
-    skip_collate,
-)
+from .images.augment import make_augment
+from .images.decode import available_decoders, decode_jpeg, fastest_decoder, file_bytes
+from .images.folder import ImageFolderDataset, skip_collate
 from .images.gpu import (
     dali_decode_rate,
     dali_status,
@@ -47,11 +43,13 @@ from .images.gpu import (
     kornia_gpu_status,
     nvjpeg_decode,
 )
+from .images.packed import PackedImages, pack_images
 from .images.stages import StageBreakdown, stage_breakdown
 from .instruments.audits import Audit, audit, worker_tag
+from .instruments.measurement import Measurement, compare
 from .instruments.memcap import CappedRun, run_capped
 from .instruments.memory import WorkerMemory, worker_memory
-from .instruments.meter import Measurement, compare, measure, simulated_step
+from .instruments.meter import measure, simulated_step
 from .instruments.pagecache import evict_page_cache, measure_cold, page_cache_residency
 from .instruments.shuffling import shard_of_bounds, shuffle_quality
 from .loading.loaders import make_loader, shutdown, worker_processes
@@ -59,7 +57,8 @@ from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_st
 from .records.checkpoint import Checkpoint, read_checkpoint
 from .records.decisions import decision_table, format_decision_table
 from .records.machine import environment, format_environment, versions
-from .records.report import comparison_rows, format_table, load_records, write_report
+from .records.render import write_report
+from .records.report import comparison_rows, format_table, load_records
 from .records.runner import run_notebooks
 from .remote.launch import TorchrunResult, torchrun
 from .remote.server import Fault, serve
@@ -68,30 +67,18 @@ from .streams.arrays import RowRange, ShardStream, deliveries, range_worker_init
 from .streams.rowgroups import ParquetRowGroups, open_parquet
 from .streams.split import ShardPlan, shard_plan
 from .streams.tarshards import TarShardStream, split_by_rank
-from .studies.bakeoff import (
-    BakeoffData,
-    BakeoffResult,
-    LoaderAdapter,
-    build_loader,
-    cleanup_bakeoff,
-    format_bakeoff,
-    loader_names,
-    prepare_bakeoff,
-    probe_loader,
-    run_bakeoff,
-)
+from .studies.bakeoff.adapters import LoaderAdapter, build_loader, loader_names, probe_loader
+from .studies.bakeoff.data import BakeoffData, cleanup_bakeoff, prepare_bakeoff
+from .studies.bakeoff.runner import BakeoffResult, format_bakeoff, run_bakeoff
 from .studies.bench import run_benchmark
 from .studies.capstone import (
-    PackedImages,
     TuningResult,
     TuningStep,
     epoch_rate,
-    fastest_decoder,
     format_tuning,
     image_pipeline,
     image_train_step,
     measure_audited,
-    pack_images,
     run_tuning,
     tuned_result,
     tuning_steps,

@@ -50,13 +50,8 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from .records.report import (
-        comparison_rows,
-        format_table,
-        load_records,
-        report_format,
-        write_report,
-    )
+    from .records.render import report_format, write_report
+    from .records.report import comparison_rows, format_table, load_records
 
     fmt = report_format(args.out, args.format)  # a bad --out/--format fails before any work
     records = load_records(args.dirs)

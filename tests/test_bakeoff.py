@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import labkit as lk
-from labkit import bakeoff
+from labkit.studies.bakeoff import adapters as bakeoff
 from tests.contracts import check_exactly_once
 
 SAMPLES = 48

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from labkit import bench
+from labkit.studies import bench
 
 
 def test_webdataset_benchmark_reports_both_ratios(ci_fixture):

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from labkit import checkpoint as ck
 from labkit.errors import RecordError
+from labkit.records import checkpoint as ck
 
 
 @pytest.fixture

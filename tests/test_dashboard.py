@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from labkit.display.dashboard import Dashboard, DashboardModel
+from labkit.display.dashboard import DashboardModel
+from labkit.display.widget import Dashboard
 from labkit.errors import LabkitError
 
 KNOBS = {"batch_size": [4, 8], "num_workers": [0, 2], "pin_memory": [False, True]}

@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Subset
 
-from labkit import _writers
+from labkit.data import writers as _writers
 from labkit.data.datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
 from labkit.data.fixtures import fixture
 from labkit.errors import DataFormatError

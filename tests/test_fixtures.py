@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labkit import _writers, paths
-from labkit import fixtures as fxmod
+from labkit import paths
+from labkit.data import fixtures as fxmod
+from labkit.data import writers as _writers
 from labkit.data.fixtures import (
     ensure_fixtures,
     fixture,

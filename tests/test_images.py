@@ -1,4 +1,4 @@
-"""labkit.images.decode: decoders, the image-folder dataset, augmentation (chapter 10)."""
+"""labkit.images: decoders, the image-folder dataset, augmentation (chapter 10)."""
 
 from __future__ import annotations
 

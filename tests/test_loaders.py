@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
-from labkit import bench
 from labkit.loading.loaders import DEFAULT_TIMEOUT_S, make_loader, shutdown, worker_processes
+from labkit.studies import bench
 
 
 def _ids() -> TensorDataset:

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from labkit import machine as envmod
+from labkit.records import machine as envmod
 
 ENV_KEYS = {"hostname", "python", "os", "cpu", "memory", "threadpools", "torch", "data",
             "gpu", "versions"}

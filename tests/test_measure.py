@@ -14,15 +14,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
-from labkit import meter
-from labkit.instruments.meter import (
-    Measurement,
-    Pass,
-    compare,
-    measure,
-    simulated_step,
-    uniform_batch_size,
-)
+from labkit.instruments import meter
+from labkit.instruments.measurement import Measurement, Pass, compare, rate, wait_fraction
+from labkit.instruments.meter import measure, simulated_step, uniform_batch_size
 from labkit.loading.batch import batch_len, batch_nbytes, make_sizer
 from labkit.loading.loaders import make_loader, shutdown
 
@@ -426,3 +420,14 @@ def test_batch_nbytes():
     assert batch_nbytes(["h\u00e9", ("x",)]) == 4  # utf-8 bytes of strings
     assert batch_nbytes([torch.zeros(2, dtype=torch.int16)] * 3) == 12
     assert batch_nbytes(None) == 0 and batch_nbytes(7) == 0
+
+
+def test_one_rate_and_one_wait_fraction():
+    """The meter and the dashboard share these two definitions (no 0.0 for an empty loop)."""
+    assert rate(10, 2.0) == 5.0 and rate(10, 0.0) != rate(10, 0.0)  # NaN
+    assert wait_fraction(1.0, 4.0) == 0.25 and wait_fraction(0.0, 0.0) != wait_fraction(0.0, 0.0)
+    p = Pass(batches=3, samples=12, nbytes=0, first_batch_s=0.5, epoch_s=2.0, steady_s=1.0,
+             steady_samples=8, wait=np.array([0.25, 0.25]), compute=np.array([]))
+    m = Measurement("x", passes=[p])
+    assert m.samples_per_s == 8.0 and m.epoch_samples_per_s == 6.0
+    assert m.best_samples_per_s == 8.0 and m.wait_fraction == 0.5

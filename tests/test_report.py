@@ -11,8 +11,8 @@ from html.parser import HTMLParser
 import pytest
 from PIL import Image
 
-from labkit import report
 from labkit.errors import LabkitError, RecordError
+from labkit.records import render, report
 from labkit.records.checkpoint import Checkpoint
 
 
@@ -81,7 +81,7 @@ def test_plot_without_numbers_still_writes(tmp_path):
 
 
 def test_write_report(two_runs, tmp_path):
-    out = report.write_report(two_runs, tmp_path / "out" / "cmp.md")
+    out = render.write_report(two_runs, tmp_path / "out" / "cmp.md")
     text = out.read_text()
     for label in report.run_labels(report.load_records(two_runs)):
         assert label in text
@@ -92,7 +92,7 @@ def test_write_report(two_runs, tmp_path):
 
 def test_write_report_defaults_to_cwd(two_runs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert report.write_report(two_runs) == tmp_path / "report.md"
+    assert render.write_report(two_runs) == tmp_path / "report.md"
     assert (tmp_path / "report.png").exists()
 
 
@@ -157,7 +157,7 @@ def _parse(path) -> _Page:
 
 
 def test_html_report_from_two_record_folders(two_runs, tmp_path):
-    out = report.write_report(two_runs, tmp_path / "rep" / "cmp.html")
+    out = render.write_report(two_runs, tmp_path / "rep" / "cmp.html")
     assert out.suffix == ".html" and not (tmp_path / "rep" / "cmp.png").exists()
     page = _parse(out)
     text = "".join(page.text)
@@ -190,7 +190,7 @@ def test_html_report_escapes_record_text(tmp_path, monkeypatch):
     ck.observe("<b>name</b>", 1.0, "<i>unit</i>", {"k": "</td><script>x</script>"})
     ck.constraint("a & b").write(False)
     monkeypatch.undo()
-    out = report.write_report(tmp_path / "r", tmp_path / "r.html")
+    out = render.write_report(tmp_path / "r", tmp_path / "r.html")
     page = _parse(out)
     assert "script" not in page.tags and "i" not in page.tags
     assert page.tags.count("img") == len(page.imgs) == 1  # the plot, not the hostname
@@ -202,7 +202,7 @@ def test_html_report_escapes_record_text(tmp_path, monkeypatch):
 def test_single_environment_says_so(tmp_path):
     ck = Checkpoint("00_start", scale="ci", records_dir=tmp_path / "r")
     ck.observe("x", 1.0, "s").write(False)
-    page = _parse(report.write_report(tmp_path / "r", tmp_path / "one.html"))
+    page = _parse(render.write_report(tmp_path / "r", tmp_path / "one.html"))
     assert "report the same environment" in "".join(page.text)
     assert not any("differs" in r["class"] for r in page.rows)
 
@@ -212,7 +212,7 @@ def test_single_environment_says_so(tmp_path):
     (None, "html", "html"), ("r.html", "html", "html"), ("report.txt", "md", "md"),
 ])
 def test_report_format(out, fmt, want):
-    assert report.report_format(out, fmt) == want
+    assert render.report_format(out, fmt) == want
 
 
 @pytest.mark.parametrize("out, fmt, says", [
@@ -222,12 +222,12 @@ def test_report_format(out, fmt, want):
 ])
 def test_report_format_errors(out, fmt, says):
     with pytest.raises(LabkitError, match=says):
-        report.report_format(out, fmt)
+        render.report_format(out, fmt)
 
 
 def test_default_html_name(two_runs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert report.write_report(two_runs, fmt="html") == tmp_path / "report.html"
+    assert render.write_report(two_runs, fmt="html") == tmp_path / "report.html"
 
 
 def test_baseline_by_hostname_and_folder(two_runs, tmp_path):
@@ -239,20 +239,20 @@ def test_baseline_by_hostname_and_folder(two_runs, tmp_path):
     with pytest.raises(LabkitError, match="matches no run") as info:
         report.baselines(records, "nobody")
     assert big in str(info.value)
-    out = report.write_report(two_runs, tmp_path / "b.md", baseline="bigbox")
+    out = render.write_report(two_runs, tmp_path / "b.md", baseline="bigbox")
     # the bigbox run is the baseline: the laptop's 5,400 is 0.26x its 21,000
     assert "0.26x" in out.read_text()
 
 
 def test_markdown_report_has_ratios_and_marks_differing_facts(two_runs, tmp_path):
-    text = report.write_report(two_runs, tmp_path / "m.md").read_text()
+    text = render.write_report(two_runs, tmp_path / "m.md").read_text()
     assert "| **hostname** ≠ |" in text and "| CPU |" in text
     assert "3.89x" in text and "÷ run 1" in text
 
 
 def test_missing_folder_named_for_html_too(tmp_path):
     with pytest.raises(RecordError, match="does not exist") as info:
-        report.write_report([tmp_path / "gone"], tmp_path / "x.html")
+        render.write_report([tmp_path / "gone"], tmp_path / "x.html")
     assert "gone" in str(info.value) and not (tmp_path / "x.html").exists()
 
 
@@ -265,6 +265,6 @@ def test_chapter_warns_when_scales_or_constraints_differ(tmp_path):
     warnings = report.chapter_warnings(records, "02_mmap")
     assert "different scales (ci: run 1; workshop: run 2)" in warnings[0]
     assert "different constraints (run 1: warm page cache; run 2: cold page cache)" in warnings[1]
-    text = "".join(_parse(report.write_report([tmp_path / "a", tmp_path / "b"],
+    text = "".join(_parse(render.write_report([tmp_path / "a", tmp_path / "b"],
                                               tmp_path / "w.html")).text)
     assert "different scales" in text and "different constraints" in text

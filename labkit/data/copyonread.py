@@ -12,13 +12,11 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from .datasets import open_array
+from .datasets import _source, open_array
 
 
 def _rows(fixture_or_path, rows: int | None) -> np.ndarray:
-    path = fixture_or_path.file("array.npy") if hasattr(fixture_or_path, "file") \
-        else fixture_or_path
-    arr = open_array(path)
+    arr = open_array(_source(fixture_or_path, ".npy")[0])
     return np.array(arr[:rows] if rows else arr)  # into memory: these are in-memory datasets
 
 

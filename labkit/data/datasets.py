@@ -15,18 +15,14 @@ import torch
 from torch.utils.data import Dataset
 
 from ..errors import DataFormatError
+from .fixtures import source_files
 
 _NPY_MAGIC = b"\x93NUMPY"
 
 
 def _source(fixture_or_path, suffix: str) -> tuple[Path, dict]:
     """A path from a Fixture (its file with ``suffix``) or from a plain path."""
-    if hasattr(fixture_or_path, "file_list"):
-        files = fixture_or_path.file_list(suffix)
-        if not files:
-            raise DataFormatError(f"fixture {fixture_or_path.name!r} has no {suffix} file")
-        return files[0], dict(fixture_or_path.meta)
-    return Path(fixture_or_path), {}
+    return source_files(fixture_or_path, suffix)[0], dict(getattr(fixture_or_path, "meta", {}))
 
 
 def open_array(path: str | os.PathLike, dtype=None, shape=None) -> np.ndarray:
@@ -75,10 +71,7 @@ class NpyFilesDataset(Dataset):
 
     def __init__(self, fixture_or_folder, dtype=None, sample_shape=None):
         meta = getattr(fixture_or_folder, "meta", {})
-        if hasattr(fixture_or_folder, "file_list"):
-            self.files = fixture_or_folder.file_list(".npy")
-        else:
-            self.files = sorted(Path(fixture_or_folder).rglob("*.npy"))
+        self.files = source_files(fixture_or_folder, ".npy", missing_ok=True)
         dtype = dtype or meta.get("dtype")
         shape = sample_shape or meta.get("sample_shape")
         self.dtype = np.dtype(dtype) if dtype else None

@@ -75,6 +75,33 @@ class Fixture:
         return [self.path / r for r in sorted(self.manifest["files"]) if r.endswith(suffix)]
 
 
+def source_files(source, suffix: str = "", missing_ok: bool = False) -> list[Path]:
+    """The files behind a data source: the one way a reader turns its argument into files.
+
+    ``source`` is a :class:`Fixture` (its manifest's files ending in ``suffix``), a folder
+    (the files under it ending in ``suffix``, sorted), one file, or a list of these.
+    Raises :class:`~labkit.DataFormatError` naming the source when nothing matches, unless
+    ``missing_ok``.
+    """
+    from ..errors import DataFormatError
+
+    if hasattr(source, "file_list"):
+        files = source.file_list(suffix)
+    elif isinstance(source, (str, os.PathLike)):
+        p = Path(source)
+        files = sorted(q for q in p.rglob(f"*{suffix}") if q.is_file()) if p.is_dir() else [p]
+    else:
+        files = [f for s in source for f in source_files(s, suffix, missing_ok=True)]
+    if not files and not missing_ok:
+        raise DataFormatError(f"{source}: no {suffix + ' ' if suffix else ''}files")
+    return files
+
+
+def source_folder(source) -> Path:
+    """The folder of a :class:`Fixture` (its ``path``), or ``source`` itself as a Path."""
+    return Path(getattr(source, "path", source))
+
+
 def load_specs(spec_path: str | Path | None = None) -> dict[str, dict]:
     """Read and validate the fixture spec file; returns ``{name: spec}`` (unresolved)."""
     spec_path = Path(spec_path) if spec_path else paths.specs_file()

@@ -6,11 +6,7 @@ Introduced in chapter 01.
 
 from __future__ import annotations
 
-
-def _plt():
-    import matplotlib.pyplot as plt
-
-    return plt
+from .figures import done, subplots
 
 
 def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
@@ -19,14 +15,13 @@ def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
 
     A log axis is chosen automatically when the fastest is 50x the slowest.
     """
-    plt = _plt()
     ms = list(measurements)
     names = [m.name for m in ms]
     med = [m.samples_per_s for m in ms]
     lo = [m.samples_per_s - m.samples_per_s_range[0] for m in ms]
     hi = [m.samples_per_s_range[1] - m.samples_per_s for m in ms]
     base = med[baseline]
-    fig, ax = plt.subplots(figsize=(8, 0.6 * len(ms) + 1.4))
+    fig, ax = subplots(figsize=(8, 0.6 * len(ms) + 1.4))
     ax.barh(names, med, xerr=[lo, hi], color="tab:blue", alpha=0.8, capsize=3)
     ax.invert_yaxis()
     if log if log is not None else max(med) > 50 * min(med):
@@ -36,20 +31,17 @@ def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
     ax.set_xlabel("samples/s (median of passes; whiskers: min-max)")
     ax.set_title(title or f"throughput, relative to {names[baseline]}")
     ax.margins(x=0.35)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return done(fig)
 
 
 def plot_wait_compute(measurements, title: str | None = None):
     """Stacked bars: share of loop time waiting for data vs computing, per measurement."""
-    plt = _plt()
     ms = [m for m in measurements if m.step is not None]
     if not ms:
         raise ValueError("plot_wait_compute needs measurements taken with a step=")
     names = [m.name for m in ms]
     wait = [m.wait_fraction for m in ms]
-    fig, ax = plt.subplots(figsize=(8, 0.6 * len(ms) + 1.4))
+    fig, ax = subplots(figsize=(8, 0.6 * len(ms) + 1.4))
     ax.barh(names, wait, color="tab:red", label="waiting for data")
     ax.barh(names, [1 - w for w in wait], left=wait, color="tab:green", label="computing")
     ax.invert_yaxis()
@@ -59,9 +51,7 @@ def plot_wait_compute(measurements, title: str | None = None):
     ax.set_xlabel("share of steady-state loop time")
     ax.legend(loc="lower right", fontsize=8)
     ax.set_title(title or "where the training loop's time goes")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return done(fig)
 
 
 def plot_rates(measurements, title: str | None = None):
@@ -70,10 +60,9 @@ def plot_rates(measurements, title: str | None = None):
     Introduced in chapter 02 for access patterns, where the two rates tell different
     stories: many tiny samples per second can still be few bytes per second.
     """
-    plt = _plt()
     ms = list(measurements)
     names = [m.name for m in ms]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 0.5 * len(ms) + 1.6), sharey=True)
+    fig, axes = subplots(1, 2, figsize=(10, 0.5 * len(ms) + 1.6), sharey=True)
     for ax, values, label, fmt in (
             (axes[0], [m.samples_per_s for m in ms], "samples/s", "{:,.0f}"),
             (axes[1], [m.bytes_per_s / 1e9 for m in ms], "GB/s", "{:.2f}")):
@@ -87,9 +76,7 @@ def plot_rates(measurements, title: str | None = None):
         ax.margins(x=0.3)
     axes[0].invert_yaxis()
     fig.suptitle(title or "access patterns: samples/s and GB/s (orange: cold page cache)")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return done(fig)
 
 
 def plot_worker_memory(traces, kind: str = "uss", title: str | None = None):
@@ -97,9 +84,8 @@ def plot_worker_memory(traces, kind: str = "uss", title: str | None = None):
 
     ``traces``: :class:`~labkit.instruments.memory.WorkerMemory` objects from ``lk.worker_memory``.
     """
-    plt = _plt()
     traces = list(traces)
-    fig, axes = plt.subplots(1, len(traces), figsize=(4 * len(traces), 3.2), sharey=True,
+    fig, axes = subplots(1, len(traces), figsize=(4 * len(traces), 3.2), sharey=True,
                              squeeze=False)
     for ax, t in zip(axes[0], traces, strict=True):
         series = getattr(t, kind)
@@ -110,9 +96,7 @@ def plot_worker_memory(traces, kind: str = "uss", title: str | None = None):
         ax.legend(fontsize=8)
     axes[0][0].set_ylabel(f"{kind.upper()} per worker (MiB)")
     fig.suptitle(title or f"worker memory over one epoch ({kind.upper()})")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return done(fig)
 
 
 def plot_heatmap(values, rows, cols, *, row_label: str, col_label: str, title: str,
@@ -123,9 +107,8 @@ def plot_heatmap(values, rows, cols, *, row_label: str, col_label: str, title: s
     """
     import numpy as np
 
-    plt = _plt()
     v = np.asarray(values, dtype=float)
-    fig, ax = plt.subplots(figsize=(1.1 * len(cols) + 2.5, 0.6 * len(rows) + 1.6))
+    fig, ax = subplots(figsize=(1.1 * len(cols) + 2.5, 0.6 * len(rows) + 1.6))
     im = ax.imshow(v, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(len(cols)), [str(c) for c in cols])
     ax.set_yticks(range(len(rows)), [str(r) for r in rows])
@@ -136,9 +119,7 @@ def plot_heatmap(values, rows, cols, *, row_label: str, col_label: str, title: s
             ax.text(c, r, fmt.format(x), ha="center", va="center", fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8)
     ax.set_title(title)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return done(fig)
 
 
 def plot_scaling(workers, measured, ideal, *, title: str, ylabel: str = "samples/s",
@@ -148,8 +129,7 @@ def plot_scaling(workers, measured, ideal, *, title: str, ylabel: str = "samples
     ``ideal[i]`` should come from this machine's own single-worker measurement (e.g.
     ``min(workers, cores) x one worker's rate``); ``cores`` draws where the cores run out.
     """
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    fig, ax = subplots(figsize=(6.5, 3.8))
     ax.plot(workers, ideal, "--", color="grey", marker="o", label="ideal (from 1 worker)")
     ax.plot(workers, measured, color="tab:blue", marker="o", lw=2, label="measured")
     if cores is not None:
@@ -161,19 +141,16 @@ def plot_scaling(workers, measured, ideal, *, title: str, ylabel: str = "samples
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     ax.set_title(title)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return done(fig)
 
 
 def plot_stages(breakdown, title: str | None = None):
     """Horizontal bars: microseconds per sample of each pipeline stage (chapter 10)."""
-    plt = _plt()
     items = [(k, v) for k, v in breakdown.per_sample_s.items() if v is not None]
     names = [k for k, _ in items]
     us = [v * 1e6 for _, v in items]
     colors = ["tab:red" if k == breakdown.bottleneck else "tab:blue" for k in names]
-    fig, ax = plt.subplots(figsize=(7, 0.5 * len(items) + 1.4))
+    fig, ax = subplots(figsize=(7, 0.5 * len(items) + 1.4))
     ax.barh(names, us, color=colors)
     ax.invert_yaxis()
     for y, x in enumerate(us):
@@ -181,9 +158,7 @@ def plot_stages(breakdown, title: str | None = None):
     ax.set_xlabel("microseconds per sample (one core)")
     ax.margins(x=0.25)
     ax.set_title(title or f"stage costs: {breakdown.bottleneck} bounds the pipeline")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return done(fig)
 
 
 def plot_shuffle_quality(results: dict, metric: str = "same_shard_neighbours",
@@ -194,8 +169,7 @@ def plot_shuffle_quality(results: dict, metric: str = "same_shard_neighbours",
         results: ``{loader name: [(buffer_size, lk.shuffle_quality(...) dict), ...]}``.
         reference: a horizontal line, e.g. the metric's value for a full permutation.
     """
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = subplots(figsize=(7, 4))
     for name, points in results.items():
         xs = [max(1, b) for b, _ in points]
         ax.plot(xs, [q[metric] for _, q in points], marker="o", label=name)
@@ -206,9 +180,7 @@ def plot_shuffle_quality(results: dict, metric: str = "same_shard_neighbours",
     ax.set_ylabel(metric.replace("_", " "))
     ax.set_title(title or f"shuffle quality: {metric.replace('_', ' ')}")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return done(fig)
 
 
 def plot_tuning(results, title: str | None = None):
@@ -219,13 +191,12 @@ def plot_tuning(results, title: str | None = None):
     each change's gain over the best configuration before it (1.0 = no change; below 1, a
     change that did not help on this machine).
     """
-    plt = _plt()
     rs = list(results)
     names = [r.step.name for r in rs]
     rates = [r.samples_per_s for r in rs]
     gains = [r.gain for r in rs]
     kept = [r.kept for r in rs]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 0.45 * len(rs) + 2.2), sharey=True)
+    fig, (ax1, ax2) = subplots(1, 2, figsize=(11, 0.45 * len(rs) + 2.2), sharey=True)
     ax1.barh(names, rates, color=["tab:blue" if k else "white" for k in kept],
              edgecolor="tab:blue", hatch=[None if k else "//" for k in kept], alpha=0.85)
     ax1.invert_yaxis()
@@ -244,9 +215,7 @@ def plot_tuning(results, title: str | None = None):
     ax2.margins(x=0.3)
     final = [v for v, k in zip(rates, kept, strict=True) if k][-1]
     fig.suptitle(title or f"naive to tuned: x{final / rates[0]:.2f}")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return done(fig)
 
 
 def plot_bakeoff(results, title: str | None = None):
@@ -255,11 +224,10 @@ def plot_bakeoff(results, title: str | None = None):
     Loaders that ran are bars (red when the exactly-once audit failed); skipped or failed
     ones are listed under the plot with their reason cut short.
     """
-    plt = _plt()
     ran = [r for r in results if r.ok]
     rest = [r for r in results if not r.ok]
     bars_h, text_h = 0.5 * len(ran) + 1.6, (0.17 * len(rest) + 0.25 if rest else 0.0)
-    fig, ax = plt.subplots(figsize=(9, bars_h + text_h))
+    fig, ax = subplots(figsize=(9, bars_h + text_h))
     names = [f"{r.name} ({r.version})" for r in ran]
     rates = [r.samples_per_s for r in ran]
     colors = ["tab:blue" if r.audit.ok else "tab:red" for r in ran]
@@ -277,6 +245,4 @@ def plot_bakeoff(results, title: str | None = None):
         text = "\n".join(f"{r.name}: {'skipped' if r.skipped else 'failed'}: "
                          f"{(r.skipped or r.error).split('; install')[0][:90]}" for r in rest)
         fig.text(0.01, 0.01, text, fontsize=7, va="bottom", color="dimgrey")
-    fig.tight_layout(rect=(0, text_h / (bars_h + text_h), 1, 1))
-    plt.close(fig)
-    return fig
+    return done(fig, rect=(0, text_h / (bars_h + text_h), 1, 1))

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.fixtures import source_files
+
 _PROT_READ, _MAP_SHARED = 0x1, 0x01
 _MAP_FAILED = ctypes.c_void_p(-1).value
 
@@ -35,14 +37,8 @@ def _libc():
 
 
 def _paths(paths) -> list[Path]:
-    if hasattr(paths, "file_list"):  # a Fixture: all of its data files
-        return paths.file_list()  # the data files (the manifest is not among them)
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    out = []
-    for p in map(Path, paths):
-        out.extend(sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p])
-    return out
+    # a Fixture gives its data files (the manifest is not among them)
+    return source_files(paths, missing_ok=True)
 
 
 def _resident_pages(path: Path) -> tuple[int, int]:
@@ -128,7 +124,8 @@ def measure_cold(make_loader, paths, *, repeats: int = 3, name: str | None = Non
     """
     import gc
 
-    from .meter import Measurement, measure
+    from .measurement import Measurement
+    from .meter import measure
 
     out = Measurement(name=name or "cold", config=dict(config or {}))
     left = []

@@ -315,7 +315,7 @@ def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | No
     quiet machine. Pass ``batch_size=64`` to see it.
     """
     from ..data.fixtures import fixture
-    from ..images.decode import ImageFolderDataset
+    from ..images.folder import ImageFolderDataset
     from ..instruments.meter import measure
     from ..loading.loaders import make_loader, shutdown
     from ..scale import resolve_scale
@@ -481,7 +481,8 @@ def bakeoff_bench(scale: str | None = None, samples: int | None = 2000, num_work
     from ..data.fixtures import fixture
     from ..records.machine import versions
     from ..scale import resolve_scale
-    from .bakeoff import AGAIN, cleanup_bakeoff, prepare_bakeoff, run_bakeoff
+    from .bakeoff.data import cleanup_bakeoff, prepare_bakeoff
+    from .bakeoff.runner import AGAIN, run_bakeoff
     from .capstone import image_train_step
 
     scale = resolve_scale(scale)

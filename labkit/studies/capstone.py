@@ -10,122 +10,23 @@ configuration so far and kept only if it made the pass faster; a change that did
 this machine is reported as such and reverted, so the tuned pipeline is never slower than
 the best step. Nothing here assumes a change helps.
 
-The packed format (:func:`pack_images`, :class:`PackedImages`) is the smallest change of
-layout that removes the per-file cost: every JPEG's bytes in one file plus an index of
-offsets, read through one memory map, still map-style (so the sampler, the shuffle and the
-workers work as before).
+The packed format it tunes towards lives in :mod:`labkit.images.packed`.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import numpy as np
 import torch
-from torch.utils.data import Dataset, Subset
+from torch.utils.data import Subset
 
-from ..errors import DataFormatError
-from ..images.decode import DECODERS, available_decoders, decode_jpeg, read_labels
+from ..images.decode import DECODERS
+from ..images.packed import PackedImages
 from ..instruments.audits import Audit, audit
-from ..instruments.meter import Measurement, measure
+from ..instruments.measurement import Measurement
+from ..instruments.meter import measure
 from ..loading.loaders import make_loader, shutdown
-
-_INDEX = "index.npy"   # (id, label, offset, length) per sample, int64
-_BLOB = "images.bin"   # the JPEG bytes back to back
-_META = "packed.json"  # what was packed, to tell a stale folder from a fresh one
-
-
-# -- the packed format ----------------------------------------------------------------------
-
-def pack_images(fixture_or_folder, dest) -> Path:
-    """Pack an image folder (``labels.csv`` + JPEGs) into one blob and an offset index.
-
-    Returns ``dest``. The samples keep the folder's order, ids and labels. Writing is
-    atomic per file (temp name, then rename), so an interrupted pack is never read as whole.
-    """
-    folder = Path(getattr(fixture_or_folder, "path", fixture_or_folder))
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    rows = read_labels(folder)
-    index = np.zeros((len(rows), 4), dtype=np.int64)
-    tmp_blob = dest / f".{_BLOB}.{os.getpid()}.tmp"
-    offset = 0
-    with open(tmp_blob, "wb") as out:
-        for k, (sample_id, label, rel) in enumerate(rows):
-            try:
-                data = (folder / rel).read_bytes()
-            except OSError as e:
-                tmp_blob.unlink(missing_ok=True)
-                raise DataFormatError(f"{folder / rel}: cannot read sample {sample_id} "
-                                      f"({e.strerror or e})") from None
-            out.write(data)
-            index[k] = (sample_id, label, offset, len(data))
-            offset += len(data)
-    tmp_index = dest / f".{_INDEX}.{os.getpid()}.tmp.npy"
-    np.save(tmp_index, index)
-    os.replace(tmp_blob, dest / _BLOB)
-    os.replace(tmp_index, dest / _INDEX)
-    (dest / _META).write_text(json.dumps({"source": str(folder), "samples": len(rows),
-                                          "bytes": offset}))
-    return dest
-
-
-class PackedImages(Dataset):
-    """The packed images as a map-style dataset: ``{"image", "label", "id"}`` (chapter 11).
-
-    The same samples, in the same order, as :class:`~labkit.ImageFolderDataset` over the
-    folder that was packed; one memory map instead of one open/read/close per sample.
-    """
-
-    def __init__(self, folder, decoder: str = "pil"):
-        if decoder not in DECODERS:
-            raise ValueError(f"decoder={decoder!r}: choose one of {', '.join(DECODERS)}")
-        self.folder = Path(folder)
-        self.decoder = decoder
-        try:
-            self.index = np.load(self.folder / _INDEX)
-        except FileNotFoundError:
-            raise DataFormatError(f"{self.folder / _INDEX}: not found; write the packed "
-                                  "format first with lk.pack_images(images, folder)") from None
-        if self.index.ndim != 2 or self.index.shape[1] != 4:
-            raise DataFormatError(f"{self.folder / _INDEX}: expected shape (samples, 4), "
-                                  f"found {self.index.shape}")
-        blob = self.folder / _BLOB
-        want = int(self.index[-1, 2] + self.index[-1, 3]) if len(self.index) else 0
-        have = blob.stat().st_size if blob.exists() else -1
-        if have != want:
-            raise DataFormatError(f"{blob}: expected {want} bytes (from the index), "
-                                  f"found {'no file' if have < 0 else f'{have} bytes'}")
-        self._blob = None  # opened lazily: each worker maps it itself after the fork
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-    def __getitem__(self, i: int):
-        if self._blob is None:
-            self._blob = np.memmap(self.folder / _BLOB, dtype=np.uint8, mode="r")
-        sample_id, label, offset, length = (int(v) for v in self.index[i])
-        data = self._blob[offset:offset + length].tobytes()
-        try:
-            img = decode_jpeg(data, self.decoder)
-        except Exception as e:  # each decoder fails its own way
-            raise DataFormatError(f"{self.folder / _BLOB}: sample {sample_id} at byte "
-                                  f"{offset} is not a decodable JPEG ({self.decoder}: "
-                                  f"{type(e).__name__}: {e})") from None
-        x = torch.from_numpy(np.ascontiguousarray(img.transpose(2, 0, 1)))
-        return {"image": x, "label": label, "id": sample_id}
-
-    def __getstate__(self):  # the map is not pickled: a worker opens its own
-        state = dict(self.__dict__)
-        state["_blob"] = None
-        return state
-
 
 # -- the train step -------------------------------------------------------------------------
 
@@ -213,21 +114,6 @@ def tuning_steps(*, num_workers: int = 2, decoder: str = "simplejpeg",
     return steps
 
 
-def fastest_decoder(blobs: list[bytes], rounds: int = 2) -> tuple[str, dict[str, float]]:
-    """The decoder with the most images/s on one core over ``blobs`` (best of ``rounds``).
-
-    Returns ``(name, {decoder: images/s})`` for every decoder that imports here.
-    """
-    rates = {}
-    for name in available_decoders():
-        best = float("inf")
-        for _ in range(rounds + 1):  # the first round warms imports and caches
-            t0 = time.perf_counter()
-            for b in blobs:
-                decode_jpeg(b, name)
-            best = min(best, time.perf_counter() - t0)
-        rates[name] = len(blobs) / best
-    return max(rates, key=rates.get), rates
 
 
 def image_pipeline(config: dict, images, packed, samples: int | None = None, seed: int = 0):
@@ -236,7 +122,7 @@ def image_pipeline(config: dict, images, packed, samples: int | None = None, see
     ``images`` is the ``images`` fixture (the ``files`` format), ``packed`` the folder
     :func:`pack_images` wrote (the ``packed`` format). Shuffled with a seeded generator.
     """
-    from ..images.decode import ImageFolderDataset
+    from ..images.folder import ImageFolderDataset
 
     if config["format"] == "files":
         ds = ImageFolderDataset(images, decoder=config["decoder"])
@@ -260,7 +146,7 @@ def epoch_rate(m: Measurement) -> float:
     The meter's ``samples_per_s`` is the steady state; an epoch also pays worker start-up,
     which is what persistent workers remove, so the capstone compares whole passes.
     """
-    return statistics.median(p.samples / p.epoch_s for p in m.passes)
+    return m.epoch_samples_per_s
 
 
 def measure_audited(make: Callable[[], object], step: Callable, expected, *,

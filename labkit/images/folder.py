@@ -1,0 +1,108 @@
+"""The images fixture as a map-style dataset, and a collate that skips broken samples (ch. 10)."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, default_collate
+
+from ..data.fixtures import source_folder
+from ..errors import DataFormatError
+from .decode import DECODERS, decode_jpeg
+
+# -- the dataset ----------------------------------------------------------------------------
+
+def read_labels(folder: Path) -> list[tuple[int, int, str]]:
+    """``(id, label, relative file)`` rows of ``folder/labels.csv``, checked."""
+    path = folder / "labels.csv"
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except FileNotFoundError:
+        raise DataFormatError(f"{path}: not found; an image folder needs labels.csv "
+                              "(id,label,file)") from None
+    if not rows or set(rows[0]) != {"id", "label", "file"}:
+        cols = sorted(rows[0]) if rows else []
+        raise DataFormatError(f"{path}: expected columns id,label,file, found {cols}")
+    return [(int(r["id"]), int(r["label"]), r["file"]) for r in rows]
+
+
+class ImageFolderDataset(Dataset):
+    """The ``images`` fixture as a map-style dataset: ``{"image", "label", "id"}`` (ch. 10).
+
+    Args:
+        fixture_or_folder: a :class:`~labkit.Fixture` or a folder with ``labels.csv``.
+        decoder: a name in :data:`DECODERS`.
+        transform: called on the decoded HxWx3 uint8 array; default: a CHW uint8 tensor.
+        on_error: ``"raise"`` (default): a file that cannot be read or decoded raises
+            :class:`~labkit.DataFormatError` naming it; ``"skip"``: the sample comes back
+            as ``None`` (use :func:`skip_collate`, which drops it and counts it in the
+            batch's ``"skipped"``); skipped ids of this process are in :attr:`skipped`.
+    """
+
+    def __init__(self, fixture_or_folder, decoder: str = "pil",
+                 transform: Callable | None = None, on_error: str = "raise"):
+        if decoder not in DECODERS:
+            raise ValueError(f"decoder={decoder!r}: choose one of {', '.join(DECODERS)}")
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
+        self.folder = source_folder(fixture_or_folder)
+        self.rows = read_labels(self.folder)
+        self.decoder, self.transform, self.on_error = decoder, transform, on_error
+        self.skipped: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def path(self, i: int) -> Path:
+        return self.folder / self.rows[i][2]
+
+    def read(self, i: int) -> bytes:
+        """The file's bytes (the read stage, on its own for the stage breakdown)."""
+        with open(self.path(i), "rb") as f:
+            return f.read()
+
+    def decode(self, i: int, data: bytes) -> np.ndarray:
+        """Decode sample ``i``'s bytes; a failure names the file."""
+        try:
+            return decode_jpeg(data, self.decoder)
+        except Exception as e:  # each decoder fails its own way: OSError, ValueError, ...
+            raise DataFormatError(
+                f"{self.path(i)}: sample {self.rows[i][0]} is not a decodable JPEG "
+                f"({self.decoder}: {type(e).__name__}: {e})") from None
+
+    def __getitem__(self, i: int):
+        sample_id, label, _ = self.rows[i]
+        try:
+            img = self.decode(i, self.read(i))
+        except (DataFormatError, OSError) as e:
+            if self.on_error == "raise":
+                if isinstance(e, DataFormatError):
+                    raise
+                raise DataFormatError(f"{self.path(i)}: cannot read sample {sample_id} "
+                                      f"({e})") from None
+            self.skipped.append(sample_id)
+            return None
+        x = self.transform(img) if self.transform else torch.from_numpy(
+            np.ascontiguousarray(img.transpose(2, 0, 1)))
+        return {"image": x, "label": label, "id": sample_id}
+
+
+def skip_collate(samples: list):
+    """Collate, dropping ``None`` samples and counting them in ``batch["skipped"]``.
+
+    A worker cannot tell the main process about a skipped sample except through the
+    batch, so the count travels with it. A batch whose every sample was skipped is
+    ``{"skipped": n}`` alone.
+    """
+    kept = [s for s in samples if s is not None]
+    skipped = len(samples) - len(kept)
+    if not kept:
+        return {"skipped": skipped}
+    batch = default_collate(kept)
+    batch["skipped"] = skipped
+    return batch

@@ -1,0 +1,326 @@
+"""The bake-off's adapters: one per loading library, each probed before it runs (ch. 11)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Subset, default_collate
+
+from ...images.decode import decode_jpeg
+from ...images.folder import ImageFolderDataset
+from ...loading.loaders import make_loader
+from .data import BakeoffData, ensure_format
+from .datasets import (
+    ArrowImageBatches,
+    TarImageStream,
+    _DecodeCollate,
+    _DecodeItem,
+    _HFDecode,
+    _sample,
+    _worker_kw,
+)
+
+
+@dataclass(frozen=True)
+class LoaderAdapter:
+    """One loader in the bake-off.
+
+    ``modules`` must import (checked with ``importlib.util.find_spec`` first, then a real
+    import, since a wheel built for another torch can fail with any exception); ``dist`` is
+    the distribution whose version is reported; ``install`` the command that installs it;
+    ``build(data, batch_size, num_workers, decoder)`` returns a re-iterable of batches.
+    """
+
+    name: str
+    dist: str
+    modules: tuple[str, ...]
+    install: str
+    build: Callable
+    core: bool = True
+    needs_cuda: bool = False
+    fmt: str | None = None  # the format build() reads (its conversion is reported with it)
+    note: str = ""
+
+
+def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
+    """``(True, version)`` if the adapter can run here, else ``(False, reason)``.
+
+    The reason names the library and how to install it.
+    """
+    for mod in adapter.modules:
+        try:
+            spec = importlib.util.find_spec(mod)
+        except (ImportError, ValueError):  # a parent package missing or broken
+            spec = None
+        if spec is None:
+            return False, f"{adapter.dist} is not installed ({mod} not found); {adapter.install}"
+    for mod in adapter.modules:
+        try:
+            importlib.import_module(mod)
+        except Exception as e:  # noqa: BLE001 - a mismatched build raises anything
+            return False, (f"{adapter.dist} does not import here ({type(e).__name__}: "
+                           f"{str(e)[:100]}); {adapter.install}")
+    if adapter.needs_cuda:
+        from ...loading.prefetchers import cuda_status
+
+        ok, reason = cuda_status()
+        if not ok:
+            return False, f"{adapter.dist} needs a CUDA GPU: {reason}"
+    try:
+        return True, version(adapter.dist)
+    except PackageNotFoundError:
+        return True, "?"
+
+
+def _torch_map(data, batch_size, num_workers, decoder):
+    ds = Subset(ImageFolderDataset(data.images, decoder=decoder), range(data.samples))
+    return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
+
+
+def _torch_iterable(data, batch_size, num_workers, decoder):
+    ds = TarImageStream(ensure_format(data, "tar"), decoder)
+    return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
+
+
+def _webdataset(data, batch_size, num_workers, decoder):
+    import webdataset as wds
+
+    def decode(sample):
+        return _sample(int(sample["id"]), int(sample["cls"]), sample["jpg"], decoder)
+
+    urls = [str(p) for p in ensure_format(data, "tar")]
+    # split_by_worker is WebDataset's default; nodesplitter for ranks. No shard shuffle: the
+    # same order as every other adapter (the bake-off measures loading, not shuffling).
+    ds = (wds.WebDataset(urls, shardshuffle=False, empty_check=False,
+                         nodesplitter=wds.split_by_node)
+          .map(decode).batched(batch_size, collation_fn=default_collate, partial=True))
+    kw = _worker_kw(num_workers)
+    return wds.WebLoader(ds, batch_size=None, num_workers=num_workers, **kw)
+
+
+def _hf_streaming(data, batch_size, num_workers, decoder):
+    import datasets
+
+    files = [str(p) for p in ensure_format(data, "parquet")]
+    ds = datasets.load_dataset("parquet", data_files=files, split="train", streaming=True)
+    # no with_format("torch") and no declared features: either casts the decoded uint8
+    # image (torch format: every integer array to int64); the map's numpy array passes
+    # through as it is, and the DataLoader's collate makes the tensors
+    ds = ds.map(_HFDecode(decoder), remove_columns=["jpg"])
+    return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
+
+
+def _arrow(data, batch_size, num_workers, decoder):
+    ds = ArrowImageBatches(ensure_format(data, "parquet"), batch_size, decoder)
+    return make_loader(ds, batch_size=None, num_workers=num_workers)
+
+
+def _torchdata_nodes(data, batch_size, num_workers, decoder):
+    from torch.utils.data import SequentialSampler
+    from torchdata.nodes import Batcher, Loader, Mapper, ParallelMapper, SamplerWrapper
+
+    ds = ImageFolderDataset(data.images, decoder=decoder)
+    node = SamplerWrapper(SequentialSampler(range(data.samples)))
+    # threads: the decoders release the GIL while they decode, and threads start instantly
+    node = ParallelMapper(node, map_fn=ds.__getitem__, num_workers=max(1, num_workers),
+                          method="thread", in_order=True)
+    node = Mapper(Batcher(node, batch_size=batch_size, drop_last=False), default_collate)
+    return Loader(node)
+
+
+def _stateful_dataloader(data, batch_size, num_workers, decoder):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    ds = Subset(ImageFolderDataset(data.images, decoder=decoder), range(data.samples))
+    kw = _worker_kw(num_workers)
+    return StatefulDataLoader(ds, batch_size=batch_size, num_workers=num_workers, **kw)
+
+
+class _RayBatches:
+    """Re-iterable over a Ray dataset: each pass is one ``iter_torch_batches``."""
+
+    def __init__(self, ds, batch_size, started_ray: bool):
+        self.ds, self.batch_size, self.started_ray = ds, batch_size, started_ray
+
+    def __iter__(self):
+        for b in self.ds.iter_torch_batches(batch_size=self.batch_size):
+            yield {"image": b["image"], "label": b["label"], "id": b["id"]}
+
+    def close(self) -> None:
+        """Stop the Ray processes this adapter started (``lk.shutdown`` calls it)."""
+        if self.started_ray:
+            import ray
+
+            ray.shutdown()
+            self.started_ray = False
+
+
+def _ray_data(data, batch_size, num_workers, decoder):
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=max(1, num_workers), include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+
+    def decode(batch):
+        imgs = [decode_jpeg(bytes(j), decoder).transpose(2, 0, 1) for j in batch["jpg"]]
+        return {"image": np.stack(imgs), "label": batch["label"].astype(np.int64),
+                "id": batch["id"].astype(np.int64)}
+
+    files = [str(p) for p in ensure_format(data, "parquet")]
+    ds = ray.data.read_parquet(files).map_batches(decode, batch_format="numpy")
+    return _RayBatches(ds, batch_size, started)
+
+
+def _mosaic_streaming(data, batch_size, num_workers, decoder):
+    from streaming import StreamingDataset
+
+    folder = ensure_format(data, "mds")
+    # a StreamingDataset is iterated (it splits samples over ranks and workers itself);
+    # decoding happens in the collate, which runs in the workers
+    ds = StreamingDataset(local=str(folder), shuffle=False, batch_size=batch_size)
+    return make_loader(ds, batch_size=batch_size, num_workers=num_workers,
+                       collate_fn=_DecodeCollate(decoder))
+
+
+def _litdata(data, batch_size, num_workers, decoder):
+    import litdata
+
+    folder = ensure_format(data, "litdata")
+    # StreamingDataLoader takes only litdata's own datasets: decode through its transform
+    ds = litdata.StreamingDataset(input_dir=str(folder), shuffle=False,
+                                  transform=_DecodeItem(decoder))
+    kw = _worker_kw(num_workers)
+    return litdata.StreamingDataLoader(ds, batch_size=batch_size, num_workers=num_workers, **kw)
+
+
+class _PetastormBatches:
+    def __init__(self, url, batch_size, num_workers, decoder):
+        self.url, self.batch_size = url, batch_size
+        self.workers, self.decoder = max(1, num_workers), decoder
+
+    def __iter__(self):
+        from petastorm import make_batch_reader
+
+        buf = []
+        with make_batch_reader(self.url, workers_count=self.workers, num_epochs=1,
+                               shuffle_row_groups=False) as reader:
+            for cols in reader:
+                for i, lab, jpg in zip(cols.id, cols.label, cols.jpg, strict=True):
+                    buf.append(_sample(int(i), int(lab), bytes(jpg), self.decoder))
+                    if len(buf) == self.batch_size:
+                        yield default_collate(buf)
+                        buf = []
+        if buf:
+            yield default_collate(buf)
+
+
+def _petastorm(data, batch_size, num_workers, decoder):
+    folder = Path(ensure_format(data, "parquet")[0]).parent
+    return _PetastormBatches(f"file://{folder}", batch_size, num_workers, decoder)
+
+
+class _DaliBatches:
+    def __init__(self, files, ids, labels, batch_size, num_workers):
+        self.files, self.ids, self.labels = files, ids, labels
+        self.batch_size, self.threads = batch_size, max(1, num_workers)
+
+    def __iter__(self):
+        from nvidia.dali import fn, pipeline_def
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+        @pipeline_def(batch_size=self.batch_size, num_threads=self.threads, device_id=0)
+        def pipe():
+            jpegs, ids = fn.readers.file(files=self.files, labels=self.ids, name="reader")
+            return fn.decoders.image(jpegs, device="mixed"), ids
+
+        p = pipe()
+        p.build()
+        it = DALIGenericIterator([p], ["image", "id"], reader_name="reader",
+                                 last_batch_policy=LastBatchPolicy.PARTIAL)
+        for (out,) in it:
+            ids = out["id"].reshape(-1).long().cpu()
+            yield {"image": out["image"].permute(0, 3, 1, 2).cpu(), "id": ids,
+                   "label": self.labels[ids]}
+
+
+def _dali(data, batch_size, num_workers, decoder):
+    files = [str(data.images / rel) for _, _, rel in data.rows]
+    ids = [int(i) for i, _, _ in data.rows]
+    labels = torch.zeros(max(ids) + 1, dtype=torch.int64)  # id -> label
+    for i, lab, _ in data.rows:
+        labels[i] = lab
+    return _DaliBatches(files, ids, labels, batch_size, num_workers)
+
+
+_PIP = "install it with: pip install "
+ADAPTERS: tuple[LoaderAdapter, ...] = (
+    LoaderAdapter("torch map-style", "torch", ("torch",), _PIP + "torch", _torch_map,
+                  note="ImageFolderDataset + DataLoader: the baseline"),
+    LoaderAdapter("torch IterableDataset", "torch", ("torch",), _PIP + "torch",
+                  _torch_iterable, fmt="tar",
+                  note="tar shards by hand (tarfile), shards split over workers"),
+    LoaderAdapter("WebDataset", "webdataset", ("webdataset",), _PIP + "webdataset",
+                  _webdataset, fmt="tar", note="WebDataset + WebLoader over the tar shards"),
+    LoaderAdapter("HF datasets streaming", "datasets", ("datasets",), _PIP + "datasets",
+                  _hf_streaming, fmt="parquet",
+                  note="load_dataset('parquet', streaming=True) + DataLoader"),
+    LoaderAdapter("Arrow", "pyarrow", ("pyarrow",), _PIP + "pyarrow", _arrow, fmt="parquet",
+                  note="pyarrow row groups split over workers, batches yielded"),
+    LoaderAdapter("torchdata.nodes", "torchdata", ("torchdata.nodes",), _PIP + "torchdata",
+                  _torchdata_nodes, note="ParallelMapper with threads (num_workers threads)"),
+    LoaderAdapter("StatefulDataLoader", "torchdata", ("torchdata.stateful_dataloader",),
+                  _PIP + "torchdata", _stateful_dataloader, note="a resumable DataLoader"),
+    LoaderAdapter("Ray Data", "ray", ("ray", "ray.data"), _PIP + "'ray[data]'", _ray_data,
+                  fmt="parquet", core=False,
+                  note="read_parquet + map_batches + iter_torch_batches"),
+    LoaderAdapter("MosaicML Streaming", "mosaicml-streaming", ("streaming",),
+                  _PIP + "mosaicml-streaming", _mosaic_streaming, fmt="mds", core=False,
+                  note="MDS shards + StreamingDataset + DataLoader"),
+    LoaderAdapter("LitData", "litdata", ("litdata",), _PIP + "litdata", _litdata,
+                  fmt="litdata", core=False,
+                  note="optimize() chunks + StreamingDataset + StreamingDataLoader"),
+    LoaderAdapter("DALI", "nvidia-dali-cuda120", ("nvidia.dali",),
+                  _PIP + "nvidia-dali-cuda120 (on a CUDA machine)", _dali, core=False,
+                  needs_cuda=True, note="file reader + mixed (GPU) decoder"),
+    LoaderAdapter("Petastorm", "petastorm", ("petastorm",), _PIP + "petastorm", _petastorm,
+                  fmt="parquet", core=False,
+                  note="make_batch_reader over the Parquet shards"),
+)
+
+
+def loader_names(core_only: bool = False) -> list[str]:
+    """The adapters' names, core ones first."""
+    return [a.name for a in ADAPTERS if a.core or not core_only]
+
+
+def get_adapter(name: str) -> LoaderAdapter:
+    for a in ADAPTERS:
+        if a.name == name:
+            return a
+    raise KeyError(f"no bake-off adapter {name!r}; choose one of {', '.join(loader_names())}")
+
+
+def build_loader(name: str, data: BakeoffData, *, batch_size: int = 32, num_workers: int = 0,
+                 decoder: str = "pil"):
+    """The named adapter's loader over ``data`` (raises with the reason if it cannot run)."""
+    from ...errors import LabkitError
+
+    a = get_adapter(name)
+    ok, why = probe_loader(a)
+    if not ok:
+        raise LabkitError(f"{name}: {why}")
+    return a.build(data, batch_size, num_workers, decoder)
+
+
+# -- running it -----------------------------------------------------------------------------
+

@@ -1,0 +1,113 @@
+"""The bake-off's shared datasets: by-hand streams and picklable decoders (chapter 11)."""
+
+from __future__ import annotations
+
+import tarfile
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset, default_collate
+
+from ...images.decode import decode_jpeg
+from ...loading.loaders import DEFAULT_TIMEOUT_S
+from ...streams.split import assign, current_split
+
+
+def _worker_kw(num_workers: int) -> dict:
+    """``timeout=`` for loaders with workers (torch refuses it without), as make_loader does."""
+    return {"timeout": DEFAULT_TIMEOUT_S} if num_workers else {}
+
+
+# -- the datasets the adapters share (module level: workers must unpickle them) -------------
+
+def _sample(sample_id: int, label: int, jpg: bytes, decoder: str) -> dict:
+    img = decode_jpeg(jpg, decoder)
+    return {"image": torch.from_numpy(np.ascontiguousarray(img.transpose(2, 0, 1))),
+            "label": int(label), "id": int(sample_id)}
+
+
+class TarImageStream(IterableDataset):
+    """By hand: tar shards streamed with ``tarfile``, shards split over rank x worker."""
+
+    def __init__(self, shards, decoder: str = "pil"):
+        self.shards = [str(s) for s in shards]
+        self.decoder = decoder
+
+    def __iter__(self):
+        rank, world, worker, workers = current_split()
+        for s in assign(len(self.shards), rank, world, worker, workers):
+            members: dict[str, dict] = {}
+            with tarfile.open(self.shards[s], "r|") as tar:  # streaming: no seeks
+                for info in tar:
+                    key, _, ext = info.name.rpartition(".")
+                    members.setdefault(key, {})[ext] = tar.extractfile(info).read()
+                    m = members[key]
+                    if len(m) == 3:
+                        del members[key]
+                        yield _sample(int(m["id"]), int(m["cls"]), m["jpg"], self.decoder)
+
+
+class ArrowImageBatches(IterableDataset):
+    """Parquet row groups read with pyarrow, split over rank x worker, yielded as batches."""
+
+    def __init__(self, files, batch_size: int, decoder: str = "pil"):
+        import pyarrow.parquet as pq
+
+        self.files = [str(f) for f in files]
+        self.units = [(f, g) for f, path in enumerate(self.files)
+                      for g in range(pq.ParquetFile(path).metadata.num_row_groups)]
+        self.batch_size, self.decoder = int(batch_size), decoder
+
+    def __iter__(self):
+        import pyarrow.parquet as pq
+
+        rank, world, worker, workers = current_split()
+        opened: dict[int, object] = {}
+        buf: list[dict] = []
+        for u in assign(len(self.units), rank, world, worker, workers):
+            f, g = self.units[u]
+            if f not in opened:
+                opened[f] = pq.ParquetFile(self.files[f])
+            table = opened[f].read_row_group(g)
+            ids, labels = table.column("id").to_numpy(), table.column("label").to_numpy()
+            for i, jpg in enumerate(table.column("jpg").to_pylist()):
+                buf.append(_sample(ids[i], labels[i], jpg, self.decoder))
+                if len(buf) == self.batch_size:
+                    yield default_collate(buf)
+                    buf = []
+        if buf:
+            yield default_collate(buf)
+
+
+class _HFDecode:
+    """Picklable per-example decode for HF datasets' ``.map`` (workers re-create it)."""
+
+    def __init__(self, decoder: str):
+        self.decoder = decoder
+
+    def __call__(self, ex: dict) -> dict:
+        img = decode_jpeg(ex["jpg"], self.decoder)
+        return {"image": np.ascontiguousarray(img.transpose(2, 0, 1))}
+
+
+class _DecodeItem:
+    """Picklable: ``{"id", "label", "jpg"}`` -> the decoded sample (a library's transform)."""
+
+    def __init__(self, decoder: str):
+        self.decoder = decoder
+
+    def __call__(self, item: dict) -> dict:
+        return _sample(item["id"], item["label"], item["jpg"], self.decoder)
+
+
+class _DecodeCollate:
+    """Picklable collate: decode a list of ``{"id", "label", "jpg"}`` items, then batch."""
+
+    def __init__(self, decoder: str):
+        self.decode = _DecodeItem(decoder)
+
+    def __call__(self, items: list) -> dict:
+        return default_collate([self.decode(it) for it in items])
+
+
+# -- the adapters ---------------------------------------------------------------------------
