@@ -94,6 +94,7 @@ class SplitStream(IterableDataset):
     :meth:`place` (where it runs), :meth:`share` (its units, in this epoch's order) and
     :meth:`rng` (the epoch's random numbers). The order of an epoch is a pure function of
     ``(seed, epoch)``, the same in every copy, so the copies' shares never overlap.
+    (:class:`~labkit.RowRange` cuts contiguous rows instead: it asks only :meth:`place`.)
 
     Args:
         split: one of the class's ``splits``: ``"rank_worker"`` (global worker ``g`` takes
@@ -119,6 +120,7 @@ class SplitStream(IterableDataset):
         self.epoch = int(epoch)
 
     def place(self) -> Place:
+        """Where this copy runs now (call it in ``__iter__``: workers differ)."""
         return current_split(self.rank, self.world_size)
 
     def rng(self, *salt: int) -> np.random.Generator:
