@@ -12,6 +12,7 @@ from labkit.instruments.shuffling import (
     rank_correlation,
     same_shard_neighbours,
 )
+from labkit.streams.split import shard_bounds
 
 SHARD = lk.shard_of_bounds([0, 250, 500, 750])
 
@@ -24,11 +25,19 @@ def test_stored_order_is_unshuffled():
 
 def test_full_permutation_matches_expectations():
     order = np.random.default_rng(0).permutation(20_000)
-    shard = lk.shard_of_bounds(np.arange(0, 20_000, 5_000))
+    shard = lk.shard_of_bounds(shard_bounds(20_000, 4))
     assert displacement(order) == pytest.approx(1 / 3, abs=0.01)
     assert abs(rank_correlation(order)) < 0.03
     assert same_shard_neighbours(order, shard) == pytest.approx(
         expected_same_shard([5_000] * 4), abs=0.02)
+
+
+@pytest.mark.parametrize("n, k", [(1000, 4), (10, 3), (100_000, 64)])
+def test_shard_of_bounds_inverts_the_cut(n, k):
+    bounds = shard_bounds(n, k)
+    shard = lk.shard_of_bounds(bounds)
+    assert [shard(i) for i in range(n)] == [s for s in range(k)
+                                           for _ in range(bounds[s], bounds[s + 1])]
 
 
 def test_reversed_order_has_rank_correlation_minus_one():

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..streams.split import shard_bounds
+
 _CHUNK_ROWS = 65536  # rows generated per step; part of the definition of the content
 _WORDS = (
     "data loader batch shard worker sample stream buffer shuffle epoch page cache disk "
@@ -96,12 +98,12 @@ class NpyShardsWriter(Writer):
 
     def write(self, spec, dest, update):
         n, k = spec["samples"], spec["shards"]
-        bounds = np.linspace(0, n, k + 1).astype(int)
+        bounds = shard_bounds(n, k)
         chunks = _row_chunks(spec, n)  # the same row stream as "array", cut into shards
         pending = np.empty((0, spec["features"]), spec["dtype"])
         shards = []
         for s in range(k):
-            lo, hi = int(bounds[s]), int(bounds[s + 1])
+            lo, hi = bounds[s], bounds[s + 1]
             parts = [pending]
             while sum(len(p) for p in parts) < hi - lo:
                 parts.append(next(chunks))
@@ -191,14 +193,14 @@ class WebDatasetWriter(Writer):
 
     def write(self, spec, dest, update):
         n, k = spec["samples"], spec["shards"]
-        bounds = np.linspace(0, n, k + 1).astype(int)
+        bounds = shard_bounds(n, k)
         shards = []
         for s in range(k):
             name = f"shard-{s:05d}.tar"
             # Plain tarfile, not webdataset.TarWriter: TarWriter stamps the current time
             # into every member, and the fixture must be byte-identical across runs.
             with tarfile.open(dest / name, "w", format=tarfile.USTAR_FORMAT) as tar:
-                for i in range(int(bounds[s]), int(bounds[s + 1])):
+                for i in range(bounds[s], bounds[s + 1]):
                     img, label = synth_image(spec["seed"], i, spec["size"], spec["classes"])
                     vec = np.random.default_rng([spec["seed"], i, 1]).standard_normal(
                         spec["features"], dtype=np.float32)
@@ -211,8 +213,8 @@ class WebDatasetWriter(Writer):
                     _tar_add(tar, f"{key}.cls", str(label).encode())
                     _tar_add(tar, f"{key}.npy", npy.getvalue())
                     update(len(jpg) + 1536 + vec.nbytes)
-            shards.append({"file": name, "first_id": int(bounds[s]),
-                           "samples": int(bounds[s + 1] - bounds[s])})
+            shards.append({"file": name, "first_id": bounds[s],
+                           "samples": bounds[s + 1] - bounds[s]})
         return {"classes": spec["classes"], "size": spec["size"], "shards": shards,
                 "keys": ["jpg", "cls", "npy"]}, n
 
@@ -239,10 +241,10 @@ class ParquetWriter(Writer):
         import pyarrow.parquet as pq
 
         n, k, f = spec["samples"], spec["shards"], spec["features"]
-        bounds = np.linspace(0, n, k + 1).astype(int)
+        bounds = shard_bounds(n, k)
         shards = []
         for s in range(k):
-            lo, hi = int(bounds[s]), int(bounds[s + 1])
+            lo, hi = bounds[s], bounds[s + 1]
             rng = np.random.default_rng([spec["seed"], s])
             feats = rng.standard_normal((hi - lo, f), dtype=np.float32)
             feats[:, 0] = np.arange(lo, hi)
@@ -268,10 +270,10 @@ class JsonlWriter(Writer):
 
     def write(self, spec, dest, update):
         n, k = spec["samples"], spec["shards"]
-        bounds = np.linspace(0, n, k + 1).astype(int)
+        bounds = shard_bounds(n, k)
         shards = []
         for s in range(k):
-            lo, hi = int(bounds[s]), int(bounds[s + 1])
+            lo, hi = bounds[s], bounds[s + 1]
             rng = np.random.default_rng([spec["seed"], s])
             labels = rng.integers(0, spec["classes"], hi - lo)
             texts = _texts(rng, hi - lo)

@@ -61,7 +61,11 @@ def expected_same_shard(shard_sizes) -> float:
 
 
 def shard_of_bounds(first_ids) -> Callable[[int], int]:
-    """``shard_of`` for shards holding consecutive ids starting at ``first_ids`` (sorted)."""
+    """``shard_of`` for shards holding consecutive ids starting at ``first_ids`` (sorted).
+
+    The inverse of the kit's one cut: a manifest's ``first_id`` values, or
+    ``labkit.streams.split.shard_bounds(n, k)`` (its end bound is harmless).
+    """
     starts = np.asarray(first_ids, dtype=np.int64)
     return lambda i: int(np.searchsorted(starts, i, side="right") - 1)
 

@@ -13,19 +13,20 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import get_worker_info
 
 from ..data.datasets import open_array
 from ..errors import DataFormatError
-from .split import assign, current_split, split_range
+from .split import SplitStream, shard_bounds
 
 
-def _tag(rank: int, world_size: int, worker: int) -> str:
-    where = "main" if get_worker_info() is None else f"worker{worker}"
-    return where if world_size == 1 else f"rank{rank}/{where}"
+def _piece(lo: int, hi: int, part: int, parts: int) -> tuple[int, int]:
+    """Contiguous piece ``part`` of ``parts`` of ``[lo, hi)``, cut by :func:`shard_bounds`."""
+    bounds = shard_bounds(hi - lo, parts)
+    return lo + bounds[part], lo + bounds[part + 1]
 
 
-class RowRange(IterableDataset):
+class RowRange(SplitStream):
     """Rows ``start..end`` of one array file, yielded one by one.
 
     ``split`` picks how the copies in several workers (and ranks) share the rows:
@@ -35,28 +36,29 @@ class RowRange(IterableDataset):
     worker's copy before iteration (the torch documentation's pattern).
     """
 
+    splits = ("none", "worker_info", "init_fn")
+
     def __init__(self, fixture_or_path, start: int = 0, end: int | None = None,
                  split: str = "worker_info", tag: bool = False, rank: int | None = None,
                  world_size: int | None = None):
-        if split not in ("none", "worker_info", "init_fn"):
-            raise ValueError(f"split={split!r}: 'none', 'worker_info' or 'init_fn'")
+        super().__init__(split=split, rank=rank, world_size=world_size)
         path = fixture_or_path.file("array.npy") if hasattr(fixture_or_path, "file") \
             else fixture_or_path
         self.path = path
         rows = len(open_array(path))  # validate in the parent, naming the file
         self.start, self.end = start, rows if end is None else end
-        self.split, self.tag, self.rank, self.world_size = split, tag, rank, world_size
+        self.tag = tag
 
     def __iter__(self):
-        rank, world, worker, workers = current_split(self.rank, self.world_size)
+        place = self.place()
         lo, hi = self.start, self.end
         if self.split == "worker_info":
-            lo, hi = split_range(lo, hi, rank * workers + worker, world * workers)
-        elif self.split == "init_fn" and world > 1:
+            lo, hi = _piece(lo, hi, place.slot, place.world_size * place.num_workers)
+        elif self.split == "init_fn" and place.world_size > 1:
             # workers are narrowed by the init fn; ranks (one process each) here
-            lo, hi = split_range(lo, hi, rank, world)
+            lo, hi = _piece(lo, hi, place.rank, place.world_size)
         arr = open_array(self.path)
-        tag = _tag(rank, world, worker) if self.tag else None
+        tag = place.source if self.tag else None
         for i in range(lo, hi):
             x = torch.from_numpy(np.array(arr[i]))
             yield {"x": x, "id": i, "source": tag} if self.tag else (x, i)
@@ -70,10 +72,10 @@ def range_worker_init(worker_id: int) -> None:
     """
     info = get_worker_info()
     ds = info.dataset
-    ds.start, ds.end = split_range(ds.start, ds.end, worker_id, info.num_workers)
+    ds.start, ds.end = _piece(ds.start, ds.end, worker_id, info.num_workers)
 
 
-class ShardStream(IterableDataset):
+class ShardStream(SplitStream):
     """Samples of an ``array_shards`` fixture, whole shards assigned per rank x worker.
 
     Args:
@@ -89,8 +91,7 @@ class ShardStream(IterableDataset):
 
     def __init__(self, fixture, split: str = "rank_worker", shards=None, seed: int | None = None,
                  tag: bool = False, rank: int | None = None, world_size: int | None = None):
-        if split not in ("rank_worker", "worker", "none"):
-            raise ValueError(f"split={split!r}: 'rank_worker', 'worker' or 'none'")
+        super().__init__(split=split, seed=seed, rank=rank, world_size=world_size)
         meta = fixture.meta
         if "shards" not in meta:
             raise DataFormatError(f"fixture {fixture.name!r} has no shards")
@@ -111,12 +112,7 @@ class ShardStream(IterableDataset):
                 raise DataFormatError(f"{path}: {len(arr)} rows, the manifest says "
                                       f"{e['samples']}")
             self.shards.append((str(path), int(e["first_id"]), int(e["samples"])))
-        self.split, self.seed, self.tag = split, seed, tag
-        self.rank, self.world_size, self.epoch = rank, world_size, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        """A new shuffle per epoch (the same one in every copy); call before each epoch."""
-        self.epoch = int(epoch)
+        self.tag = tag
 
     @property
     def samples(self) -> int:
@@ -125,27 +121,13 @@ class ShardStream(IterableDataset):
     def __len__(self) -> int:  # the whole dataset; a rank's share may differ
         return self.samples
 
-    def _order(self):
-        if self.seed is None:
-            return list(range(len(self.shards))), None
-        rng = np.random.default_rng([self.seed, self.epoch])
-        return [int(i) for i in rng.permutation(len(self.shards))], rng
-
     def __iter__(self):
-        rank, world, worker, workers = current_split(self.rank, self.world_size)
-        order, _ = self._order()
-        if self.split == "rank_worker":
-            mine = [order[i] for i in assign(len(order), rank, world, worker, workers)]
-        elif self.split == "worker":
-            mine = [order[i] for i in assign(len(order), 0, 1, worker, workers)]
-        else:
-            mine = order
-        tag = _tag(rank, world, worker) if self.tag else None
-        for s in mine:
+        place = self.place()
+        tag = place.source if self.tag else None
+        for s in self.share(len(self.shards), place):
             path, first, n = self.shards[s]
             arr = open_array(path)
-            rows = range(n) if self.seed is None else \
-                np.random.default_rng([self.seed, self.epoch, s]).permutation(n)
+            rows = self.rng(s).permutation(n) if self.shuffled else range(n)
             for r in rows:
                 x = torch.from_numpy(np.array(arr[r]))
                 i = first + int(r)

@@ -1,4 +1,4 @@
-"""Parquet row groups as the unit of work: an IterableDataset split across ranks x workers.
+"""Parquet row groups as the unit of work, split across ranks x workers (chapter 05).
 
 A Parquet file is a sequence of row groups, each a column chunk per column: the smallest
 piece a reader can fetch on its own, and the natural unit to hand to a worker. With few
@@ -12,10 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset
 
 from ..errors import DataFormatError
-from .split import assign, current_split
+from .split import SplitStream
 
 
 def _files(fixture_or_files) -> list[Path]:
@@ -50,7 +49,7 @@ def open_parquet(path, columns=()):
     return pf
 
 
-class ParquetRowGroups(IterableDataset):
+class ParquetRowGroups(SplitStream):
     """Batches of Parquet rows, row groups assigned per rank x worker.
 
     Yields ready-made batches (use ``DataLoader(batch_size=None)``): ``(features, id)``
@@ -64,12 +63,13 @@ class ParquetRowGroups(IterableDataset):
         seed: ``None`` keeps file order; an int shuffles row groups (per :meth:`set_epoch`).
     """
 
+    splits = ("rank_worker", "none")
+
     def __init__(self, fixture_or_files, batch_size: int = 256,
                  columns=("id", "features", "label"), split: str = "rank_worker",
                  seed: int | None = None, tag: bool = False, rank: int | None = None,
                  world_size: int | None = None):
-        if split not in ("rank_worker", "none"):
-            raise ValueError(f"split={split!r}: 'rank_worker' or 'none'")
+        super().__init__(split=split, seed=seed, rank=rank, world_size=world_size)
         self.columns = list(dict.fromkeys(["id", "features", *columns]))
         self.files = [str(p) for p in _files(fixture_or_files)]
         if not self.files:
@@ -78,28 +78,17 @@ class ParquetRowGroups(IterableDataset):
         for f, path in enumerate(self.files):
             meta = open_parquet(path, self.columns).metadata
             self.units += [(f, g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
-        self.batch_size, self.split, self.seed, self.tag = int(batch_size), split, seed, tag
-        self.rank, self.world_size, self.epoch = rank, world_size, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+        self.batch_size, self.tag = int(batch_size), tag
 
     @property
     def samples(self) -> int:
         return sum(n for _, _, n in self.units)
 
     def __iter__(self):
-        rank, world, worker, workers = current_split(self.rank, self.world_size)
-        order = list(range(len(self.units)))
-        if self.seed is not None:
-            order = [int(i) for i in np.random.default_rng([self.seed, self.epoch])
-                     .permutation(len(order))]
-        if self.split == "rank_worker":
-            order = [order[i] for i in assign(len(order), rank, world, worker, workers)]
-        where = "main" if workers == 1 and worker == 0 and _no_worker() else f"worker{worker}"
-        tag = where if world == 1 else f"rank{rank}/{where}"
+        place = self.place()
+        tag = place.source
         opened: dict[int, object] = {}
-        for u in order:
+        for u in self.share(len(self.units), place):
             f, g, _ = self.units[u]
             if f not in opened:
                 opened[f] = open_parquet(self.files[f], self.columns)
@@ -133,9 +122,3 @@ def _read_row_group(pf, path, g: int, columns):
         raise DataFormatError(
             f"{path}: row group {g} of {pf.metadata.num_row_groups} cannot be read ({e}); the "
             "file is damaged (its footer is intact, so it opened)") from None
-
-
-def _no_worker() -> bool:
-    from torch.utils.data import get_worker_info
-
-    return get_worker_info() is None

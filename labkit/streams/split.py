@@ -1,20 +1,47 @@
-"""Who reads what: splitting shards (or rows) across ranks x workers, and the idle ones.
+"""Who reads what: rank x worker splitting, one base for every stream (chapters 03-08).
 
 Every rank runs its own DataLoader, every DataLoader its own workers; an IterableDataset
 is copied into each of them and must itself pick its part. The rule used throughout the
 kit: the *global worker* ``g = rank * num_workers + worker`` of ``world_size * num_workers``
 takes items ``g, g + total, g + 2 * total, ...``. Introduced in chapter 03 (workers) and
-chapter 04 (ranks).
+chapter 04 (ranks). :class:`SplitStream` is that rule, the per-epoch seeded order and
+``set_epoch`` written once; every stream in the kit derives from it. :func:`shard_bounds`
+is the one way the kit cuts ``n`` items into contiguous pieces.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from torch.utils.data import IterableDataset
 
 
-def current_split(rank: int | None = None,
-                  world_size: int | None = None) -> tuple[int, int, int, int]:
+class Place(NamedTuple):
+    """Where the calling code runs: ``(rank, world_size, worker, num_workers)``."""
+
+    rank: int
+    world_size: int
+    worker: int
+    num_workers: int
+
+    @property
+    def slot(self) -> int:
+        """The global worker ``rank * num_workers + worker``."""
+        return self.rank * self.num_workers + self.worker
+
+    @property
+    def source(self) -> str:
+        """Who delivers, as audits print it: ``main``, ``worker1``, ``rank1/worker0``..."""
+        from torch.utils.data import get_worker_info
+
+        where = "main" if get_worker_info() is None else f"worker{self.worker}"
+        return where if self.world_size == 1 else f"rank{self.rank}/{where}"
+
+
+def current_split(rank: int | None = None, world_size: int | None = None) -> Place:
     """``(rank, world_size, worker, num_workers)`` of the calling code.
 
     ``rank``/``world_size`` given explicitly win; else an initialised ``torch.distributed``;
@@ -40,7 +67,7 @@ def current_split(rank: int | None = None,
     worker, num_workers = (0, 1) if info is None else (info.id, info.num_workers)
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is outside world_size {world_size}")
-    return rank, world_size, worker, num_workers
+    return Place(rank, world_size, worker, num_workers)
 
 
 def assign(items: int, rank: int, world_size: int, worker: int, num_workers: int) -> range:
@@ -49,12 +76,78 @@ def assign(items: int, rank: int, world_size: int, worker: int, num_workers: int
     return range(g, items, world_size * num_workers)
 
 
-def split_range(lo: int, hi: int, part: int, parts: int) -> tuple[int, int]:
-    """Contiguous piece ``part`` of ``parts`` of ``[lo, hi)`` (sizes differ by at most 1)."""
-    n = hi - lo
-    base, extra = divmod(n, parts)
-    start = lo + part * base + min(part, extra)
-    return start, start + base + (1 if part < extra else 0)
+def shard_bounds(n: int, parts: int) -> list[int]:
+    """Where ``n`` items cut into ``parts`` contiguous pieces: ``parts + 1`` bounds.
+
+    Piece ``p`` is ``bounds[p]:bounds[p + 1]``; sizes differ by at most 1. The one cut in
+    the kit: fixture shards, bake-off shards and :class:`~labkit.RowRange`'s worker pieces.
+    """
+    if parts < 1:
+        raise ValueError(f"parts={parts}: need at least one piece")
+    return [p * n // parts for p in range(parts + 1)]
+
+
+class SplitStream(IterableDataset):
+    """The base of every stream split over rank x worker (chapters 03-08).
+
+    A subclass has ``units`` (shards, row groups) and asks, inside ``__iter__``:
+    :meth:`place` (where it runs), :meth:`share` (its units, in this epoch's order) and
+    :meth:`rng` (the epoch's random numbers). The order of an epoch is a pure function of
+    ``(seed, epoch)``, the same in every copy, so the copies' shares never overlap.
+    (:class:`~labkit.RowRange` cuts contiguous rows instead: it asks only :meth:`place`.)
+
+    Args:
+        split: one of the class's ``splits``: ``"rank_worker"`` (global worker ``g`` takes
+            units ``g, g + total, ...``), ``"worker"`` (workers only: every rank reads
+            everything) or ``"none"`` (every copy reads every unit: the trap).
+        seed: ``None`` keeps the stored order; an int shuffles it, anew per :meth:`set_epoch`.
+        rank, world_size: this process's place among ranks (default: :func:`current_split`).
+    """
+
+    splits: tuple[str, ...] = ("rank_worker", "worker", "none")
+
+    def __init__(self, *, split: str = "rank_worker", seed: int | None = None,
+                 rank: int | None = None, world_size: int | None = None):
+        if split not in self.splits:
+            *head, last = [repr(s) for s in self.splits]
+            raise ValueError(f"split={split!r}: {', '.join(head)} or {last}")
+        current_split(rank, world_size)  # fails now, not in a worker, on a bad rank
+        self.split, self.seed, self.rank, self.world_size = split, seed, rank, world_size
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """A new shuffle per epoch (the same one in every copy); call before each epoch."""
+        self.epoch = int(epoch)
+
+    def place(self) -> Place:
+        """Where this copy runs now (call it in ``__iter__``: workers differ)."""
+        return current_split(self.rank, self.world_size)
+
+    def rng(self, *salt: int) -> np.random.Generator:
+        """The epoch's generator, ``default_rng([seed, epoch, *salt])`` (``seed`` an int)."""
+        return np.random.default_rng([self.seed, self.epoch, *salt])
+
+    @property
+    def shuffled(self) -> bool:
+        """Whether :meth:`order` permutes the units (a seed was given)."""
+        return self.seed is not None
+
+    def order(self, units: int) -> list[int]:
+        """All ``units`` in this epoch's order: stored, or permuted by ``(seed, epoch)``."""
+        if not self.shuffled:
+            return list(range(units))
+        return [int(i) for i in self.rng().permutation(units)]
+
+    def share(self, units: int, place: Place | None = None) -> list[int]:
+        """The units ``place`` (default: here) reads this epoch, in order."""
+        order = self.order(units)
+        p = self.place() if place is None else place
+        if self.split == "rank_worker":
+            return [order[i] for i in assign(units, p.rank, p.world_size, p.worker,
+                                             p.num_workers)]
+        if self.split == "worker":
+            return [order[i] for i in assign(units, 0, 1, p.worker, p.num_workers)]
+        return order
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset
 
 from ..errors import DataFormatError
-from .split import assign, current_split
+from .split import Place, SplitStream
 
 
 def shard_files(source) -> list[Path]:
@@ -119,7 +118,7 @@ def buffer_order(positions: list, buffer_size: int, rng: np.random.Generator) ->
     return out
 
 
-class TarShardStream(IterableDataset):
+class TarShardStream(SplitStream):
     """Samples from tar shards, split over ``rank x worker``, shuffled, exactly resumable.
 
     Each sample is ``{"id", "label", "features"}`` (the ``.npy`` array, float32). Shards go
@@ -136,14 +135,13 @@ class TarShardStream(IterableDataset):
             ``torch.distributed``, else ``RANK`` / ``WORLD_SIZE``, else 0 and 1).
     """
 
+    splits = ("rank_worker",)
+
     def __init__(self, source, *, seed: int = 0, shuffle_shards: bool = True,
                  buffer_size: int = 0, rank: int | None = None, world_size: int | None = None):
-        super().__init__()
+        super().__init__(seed=int(seed), rank=rank, world_size=world_size)
         self.shards = shard_files(source)
-        self.seed, self.shuffle_shards, self.buffer_size = int(seed), shuffle_shards, buffer_size
-        self.rank, self.world_size = rank, world_size
-        current_split(rank, world_size)  # fails now, not in a worker, on a bad rank
-        self.epoch = 0
+        self.shuffle_shards, self.buffer_size = shuffle_shards, buffer_size
         self._index: dict[int, list] = {}
         self._yielded = 0        # samples this process's current iterator has yielded
         self._skip = 0           # samples to skip at the next __iter__ (set by a resume)
@@ -156,25 +154,23 @@ class TarShardStream(IterableDataset):
         """
         if int(epoch) != self.epoch:
             self._yielded = self._skip = 0
-        self.epoch = int(epoch)
+        super().set_epoch(epoch)
+
+    @property
+    def shuffled(self) -> bool:
+        """Whether the shard list is permuted (the buffer shuffles anyway when it has a size)."""
+        return self.shuffle_shards
 
     def _shard_index(self, s: int) -> list:
         if s not in self._index:
             self._index[s] = index_shard(self.shards[s])
         return self._index[s]
 
-    def _order(self, rank: int, world_size: int, worker: int,
-               num_workers: int) -> list[tuple[int, int]]:
+    def _positions(self, place: Place) -> list[tuple[int, int]]:
         """This slot's ``(shard, index-in-shard)`` positions for the epoch, in yield order."""
-        slot = rank * num_workers + worker
-        shards = np.arange(len(self.shards))
-        if self.shuffle_shards:
-            shards = np.random.default_rng([self.seed, self.epoch]).permutation(shards)
-        mine = [int(shards[i]) for i in assign(len(shards), rank, world_size, worker,
-                                               num_workers)]
-        positions = [(s, k) for s in mine for k in range(len(self._shard_index(s)))]
-        rng = np.random.default_rng([self.seed, self.epoch, slot, 1])
-        return buffer_order(positions, self.buffer_size, rng)
+        positions = [(s, k) for s in self.share(len(self.shards), place)
+                     for k in range(len(self._shard_index(s)))]
+        return buffer_order(positions, self.buffer_size, self.rng(place.slot, 1))
 
     def _read(self, s: int, k: int, fh) -> dict:
         key, members = self._shard_index(s)[k]
@@ -199,7 +195,7 @@ class TarShardStream(IterableDataset):
         return {"id": int(key), "label": label, "features": torch.from_numpy(features)}
 
     def __iter__(self):
-        order = self._order(*current_split(self.rank, self.world_size))
+        order = self._positions(self.place())
         skip, self._skip = self._skip, 0
         self._yielded = skip
         current, fh = None, None  # one shard open at a time

@@ -9,12 +9,14 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 from ...data.fixtures import source_folder
 from ...data.writers import _tar_add
 from ...images.decode import file_bytes
 from ...images.folder import read_labels
+from ...streams.split import shard_bounds
 
 # -- the shared data, in every format -------------------------------------------------------
 
@@ -52,17 +54,14 @@ def _write_tar(data: BakeoffData) -> list[Path]:
     folder = data.dest / "tar"
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"shard-{s:05d}.tar" for s in range(data.shards)]
-    tars = [tarfile.open(p, "w") for p in paths]
-    try:
-        for k, (sample_id, label, jpg) in enumerate(data.blobs()):
-            tar = tars[k * data.shards // data.samples]  # contiguous runs, in order
-            key = f"{sample_id:07d}"
-            for ext, payload in (("jpg", jpg), ("cls", str(label).encode()),
-                                 ("id", str(sample_id).encode())):
-                _tar_add(tar, f"{key}.{ext}", payload)
-    finally:
-        for t in tars:
-            t.close()
+    bounds, blobs = shard_bounds(data.samples, data.shards), data.blobs()
+    for s, path in enumerate(paths):  # contiguous runs, in order, cut as the Parquet shards
+        with tarfile.open(path, "w") as tar:
+            for sample_id, label, jpg in islice(blobs, bounds[s + 1] - bounds[s]):
+                key = f"{sample_id:07d}"
+                for ext, payload in (("jpg", jpg), ("cls", str(label).encode()),
+                                     ("id", str(sample_id).encode())):
+                    _tar_add(tar, f"{key}.{ext}", payload)
     return paths
 
 
@@ -78,9 +77,9 @@ def _write_parquet(data: BakeoffData) -> list[Path]:
         ids.append(sample_id)
         labels.append(label)
         jpgs.append(jpg)
-    paths = []
+    paths, bounds = [], shard_bounds(data.samples, data.shards)
     for s in range(data.shards):
-        lo, hi = s * data.samples // data.shards, (s + 1) * data.samples // data.shards
+        lo, hi = bounds[s], bounds[s + 1]
         table = pa.table({"id": pa.array(ids[lo:hi], pa.int64()),
                           "label": pa.array(labels[lo:hi], pa.int64()),
                           "jpg": pa.array(jpgs[lo:hi], pa.binary())})

@@ -6,11 +6,11 @@ import tarfile
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset, default_collate
+from torch.utils.data import default_collate
 
 from ...images.decode import decode_jpeg
 from ...loading.loaders import DEFAULT_TIMEOUT_S
-from ...streams.split import assign, current_split
+from ...streams.split import SplitStream
 
 
 def _worker_kw(num_workers: int) -> dict:
@@ -26,16 +26,16 @@ def _sample(sample_id: int, label: int, jpg: bytes, decoder: str) -> dict:
             "label": int(label), "id": int(sample_id)}
 
 
-class TarImageStream(IterableDataset):
+class TarImageStream(SplitStream):
     """By hand: tar shards streamed with ``tarfile``, shards split over rank x worker."""
 
     def __init__(self, shards, decoder: str = "pil"):
+        super().__init__()
         self.shards = [str(s) for s in shards]
         self.decoder = decoder
 
     def __iter__(self):
-        rank, world, worker, workers = current_split()
-        for s in assign(len(self.shards), rank, world, worker, workers):
+        for s in self.share(len(self.shards)):
             members: dict[str, dict] = {}
             with tarfile.open(self.shards[s], "r|") as tar:  # streaming: no seeks
                 for info in tar:
@@ -47,12 +47,13 @@ class TarImageStream(IterableDataset):
                         yield _sample(int(m["id"]), int(m["cls"]), m["jpg"], self.decoder)
 
 
-class ArrowImageBatches(IterableDataset):
+class ArrowImageBatches(SplitStream):
     """Parquet row groups read with pyarrow, split over rank x worker, yielded as batches."""
 
     def __init__(self, files, batch_size: int, decoder: str = "pil"):
         import pyarrow.parquet as pq
 
+        super().__init__()
         self.files = [str(f) for f in files]
         self.units = [(f, g) for f, path in enumerate(self.files)
                       for g in range(pq.ParquetFile(path).metadata.num_row_groups)]
@@ -61,10 +62,9 @@ class ArrowImageBatches(IterableDataset):
     def __iter__(self):
         import pyarrow.parquet as pq
 
-        rank, world, worker, workers = current_split()
         opened: dict[int, object] = {}
         buf: list[dict] = []
-        for u in assign(len(self.units), rank, world, worker, workers):
+        for u in self.share(len(self.units)):
             f, g = self.units[u]
             if f not in opened:
                 opened[f] = pq.ParquetFile(self.files[f])
