@@ -67,8 +67,13 @@ def test_worker_tag_in_workers():
 
 
 def test_worker_tag_reads_rank(monkeypatch):
+    """torchrun sets RANK and WORLD_SIZE; the label is the streams' own (Place.source)."""
     monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
     assert lk.worker_tag() == "rank1/main"
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert lk.worker_tag() == "main"  # one rank: no rank prefix, as every stream labels it
 
 
 @pytest.mark.parametrize("how", ["truncate", "flip", "zero", "delete"])

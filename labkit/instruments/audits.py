@@ -8,7 +8,6 @@ chapter 03; chapters 04, 06-08 and the contract tests reuse it.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,26 +29,15 @@ def _ids(x) -> list[int]:
 
 
 def worker_tag() -> str:
-    """Where the calling code runs: ``rank{r}/worker{w}`` (``main`` for the loader's process).
+    """Where the calling code runs: ``main``, ``worker1``, ``rank1/worker0`` (ch. 03-04).
 
     Call it inside a dataset's ``__getitem__``/``__iter__`` to label what each worker
-    delivered. The rank comes from an initialised ``torch.distributed``, else ``RANK``.
+    delivered. The rank (shown when there is more than one) comes from an initialised
+    ``torch.distributed``, else ``RANK``/``WORLD_SIZE``: the streams' own label, one rule.
     """
-    from torch.utils.data import get_worker_info
+    from ..streams.split import current_split
 
-    info = get_worker_info()
-    rank = None
-    try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            rank = dist.get_rank()
-    except ImportError:  # pragma: no cover - torch without distributed
-        pass
-    if rank is None and "RANK" in os.environ:
-        rank = int(os.environ["RANK"])
-    worker = "main" if info is None else f"worker{info.id}"
-    return worker if rank is None else f"rank{rank}/{worker}"
+    return current_split().source
 
 
 @dataclass(frozen=True)
