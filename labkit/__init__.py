@@ -1,7 +1,7 @@
 """labkit: the helper package of the just-in-time data loading kit (``import labkit as lk``).
 
 Each name below is introduced in a chapter; the modules are one concept each:
-fixtures, faults, audits, meter, pagecache, memcap, memory, datasets, copyonread, streams,
+fixtures, faults, audits, meter, timer, pagecache, memcap, memory, datasets, copyonread, streams,
 sharding, rowgroups, launch, server, tarshards, resume, shuffling, loaders, prefetchers,
 tuning, images, stages, gpu, capstone, decisions, bakeoff, dashboard, plots, checkpoint, report,
 machine, bench, runner.
@@ -52,6 +52,7 @@ from .instruments.memory import WorkerMemory, worker_memory
 from .instruments.meter import measure, simulated_step
 from .instruments.pagecache import evict_page_cache, measure_cold, page_cache_residency
 from .instruments.shuffling import shard_of_bounds, shuffle_quality
+from .instruments.timer import Timing, best_of
 from .loading.loaders import make_loader, shutdown, worker_processes
 from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
 from .records.checkpoint import Checkpoint, read_checkpoint
@@ -126,6 +127,7 @@ __all__ = [
     "Suggestion",
     "TarShardStream",
     "ThreadPrefetcher",
+    "Timing",
     "TorchrunResult",
     "TuningResult",
     "TuningStep",
@@ -133,6 +135,7 @@ __all__ = [
     "WorkerMemory",
     "audit",
     "available_decoders",
+    "best_of",
     "build_loader",
     "cleanup_bakeoff",
     "compare",
