@@ -27,6 +27,8 @@ def test_webdataset_benchmark_reports_both_ratios_with_intervals(ci_fixture):
         assert key in result, key
     _judged(result, "read_ratio_vs_tarfile")
     _judged(result, "workers_2_vs_1")
+    lo, hi = result["workers_2_vs_1_ceiling_range"]  # what the machine gave 2 processes
+    assert 0 < lo <= result["workers_2_vs_1_ceiling"] <= hi
     assert result["samples"] == 512 and result["read_ratio_vs_tarfile"] > 0
     assert result["goal_met"] == (result["verdict"] == "pass")
     json.dumps(result)  # JSON-ready
@@ -95,3 +97,28 @@ def test_format_result_prints_the_interval_beside_the_figure():
     assert any(line.split()[0] == "r" and "[0.7, 0.9]" in line and "inconclusive" in line
                for line in lines)
     assert not any(line.split()[0] in ("r_ci", "r_verdict") for line in lines[1:])
+
+
+def test_a_miss_below_the_machines_ceiling_is_inconclusive():
+    from labkit.studies.benchmarks.ceiling import busy_verdict
+
+    busy = {"processes": 2, "parallelism": 1.2, "parallelism_range": [1.1, 1.3]}
+    idle = {"processes": 2, "parallelism": 1.95, "parallelism_range": [1.9, 2.0]}
+    failed = {"w": 1.15, "w_verdict": "fail"}
+    out = busy_verdict("w", failed, busy, busy, goal=1.6)
+    assert out["w_verdict"] == "inconclusive" and "machine busy" in out["w_why"]
+    assert out["w_ceiling"] == 1.2 and out["w_ceiling_range"] == [1.1, 1.3]
+    assert "w_verdict" not in busy_verdict("w", failed, idle, idle, goal=1.6)  # a real fail
+    passed = {"w": 1.7, "w_verdict": "pass"}
+    assert "w_verdict" not in busy_verdict("w", passed, busy, idle, goal=1.6)
+    # decode: the ratio is over min(N, cores); the ceiling is parallelism / that
+    out = busy_verdict("r", {"r": 0.5, "r_verdict": "fail"}, busy, busy, goal=0.85, per=2)
+    assert out["r_ceiling"] == 0.6 and out["r_verdict"] == "inconclusive"
+
+
+def test_available_parallelism_reports_a_median_and_range():
+    from labkit.studies.benchmarks.ceiling import available_parallelism
+
+    p = available_parallelism(1, pairs=1, work_s=0.01)
+    lo, hi = p["parallelism_range"]
+    assert p["processes"] == 1 and lo <= p["parallelism"] <= hi and p["parallelism"] > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .ceiling import available_parallelism, busy_verdict
 from .registry import benchmark
 from .stats import judge
 
@@ -23,7 +24,9 @@ class _Cycle:
 
 @benchmark("decode", goal=f"N workers deliver >= {GOAL} x (single-core rate x min(N, cores)) "
                           "(median of paired ratios, 95% interval; ceiling 1.0, less the share "
-                          "of the cores the main process spends receiving batches)")
+                          "of the cores the main process spends receiving batches and what other "
+                          "programs hold: measured as ratio_ceiling, inconclusive when below "
+                          "the goal)")
 def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | None = None,
            batch_size: int = 256, samples: int = 4096, rounds: int = 7) -> dict:
     """JPEG decode pipeline (read + decode + to tensor + collate) scaled over workers.
@@ -33,7 +36,9 @@ def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | No
     an untimed pass, so start-up is not in the figure. The two alternate for ``rounds``
     interleaved pairs of passes, on the wall clock (the workers are other processes); each
     pair's ratio is the workers' rate over ``single rate x min(num_workers, cores)`` and
-    the figure is the median ratio with its interval.
+    the figure is the median ratio with its interval. Before and after them the machine's
+    parallelism for ``min(num_workers, cores)`` processes is measured (:mod:`.ceiling`):
+    when it puts the ceiling below the goal, the verdict says ``inconclusive``.
 
     ``scale`` picks the images fixture (default: ``LABKIT_SCALE``, else workshop's 128 px).
     At ci's 64 px a batch is ~3-7 ms of decode, about what the main process spends receiving
@@ -70,6 +75,7 @@ def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | No
     torch.set_num_threads(1)
     try:
         rate(multi_loader), rate(single_loader)  # start the workers, import, warm caches
+        before = available_parallelism(min(n, cores))
         for i in range(rounds):
             if i % 2 == 0:
                 single.append(rate(single_loader))
@@ -77,6 +83,7 @@ def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | No
             else:
                 multi.append(rate(multi_loader))
                 single.append(rate(single_loader))
+        after = available_parallelism(min(n, cores))
     finally:
         shutdown(multi_loader)
         torch.set_num_threads(threads)
@@ -89,5 +96,6 @@ def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | No
         "ideal_samples_per_s": max(single) * ideal,
     }
     result |= judge("ratio", [m / (s * ideal) for s, m in zip(single, multi, strict=True)], GOAL)
+    result |= busy_verdict("ratio", result, before, after, GOAL, per=ideal)
     return result | {"verdict": result["ratio_verdict"],
                      "goal_met": result["ratio_verdict"] == "pass"}

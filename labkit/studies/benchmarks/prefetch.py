@@ -1,4 +1,4 @@
-"""``labkit bench prefetch``: data-wait of a naive loader vs a tuned one (chapters 09, 13)."""
+"""``labkit bench prefetch``: data-wait of a naive loader vs a tuned one (chapter 09)."""
 
 from __future__ import annotations
 
