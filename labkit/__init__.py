@@ -4,8 +4,8 @@ Laid out by concept, one subpackage each (every module's first docstring line na
 chapters it serves): ``data`` (fixtures, writers, faults, teaching datasets), ``images``
 (decoders, folder and packed datasets, augmentation, GPU paths, stage costs), ``streams``
 (one rank x worker split base; array, row-group and tar-shard streams), ``loading``
-(make_loader, prefetchers, batches, processes), ``instruments`` (meter, measurement, audits,
-memory, page cache, shuffle quality), ``studies`` (resume, tuning, capstone, bake-off,
+(make_loader, prefetchers, batches, processes), ``instruments`` (meter, measurement, timer,
+audits, memory, page cache, shuffle quality), ``studies`` (resume, tuning, capstone, bake-off,
 benchmarks), ``remote`` (HTTP server, torchrun), ``display`` (dashboard, plots, figures),
 ``records`` (checkpoint, machine, report, decisions, ``labkit run``). ``errors``, ``paths``,
 ``scale`` and ``cli`` sit at the top.
@@ -56,6 +56,7 @@ from .instruments.memory import WorkerMemory, worker_memory
 from .instruments.meter import measure, simulated_step
 from .instruments.pagecache import evict_page_cache, measure_cold, page_cache_residency
 from .instruments.shuffling import shard_of_bounds, shuffle_quality
+from .instruments.timer import Timing, best_of
 from .loading.loaders import make_loader, shutdown, worker_processes
 from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
 from .records.checkpoint import Checkpoint, read_checkpoint
@@ -131,6 +132,7 @@ __all__ = [
     "Suggestion",
     "TarShardStream",
     "ThreadPrefetcher",
+    "Timing",
     "TorchrunResult",
     "TuningResult",
     "TuningStep",
@@ -138,6 +140,7 @@ __all__ = [
     "WorkerMemory",
     "audit",
     "available_decoders",
+    "best_of",
     "build_loader",
     "cleanup_bakeoff",
     "compare",

@@ -132,17 +132,20 @@ def test_worker_processes_ignores_multiprocessing_helpers():
 
 
 def test_meter_overhead_benchmark_reports_its_figures():
-    result = bench.run_benchmark("meter-overhead", batches=2000, trials=1)
-    figures = {"bare_batches_per_s", "overhead_pct", "overhead_ns_per_batch",
-               "exact_sizing_overhead_pct", "exact_sizing_ns_per_batch"}
-    assert {"benchmark", "goal", "batches", "trials", "goal_met"} | figures <= set(result)
+    result = bench.run_benchmark("meter-overhead", batches=2000, pairs=2)
+    figures = {"bare_batches_per_s", "overhead_pct", "overhead_ns_per_batch", "clock_read_ns",
+               "clock_floor_pct", "exact_sizing_overhead_pct", "exact_sizing_ns_per_batch"}
+    assert {"benchmark", "goal", "batches", "pairs", "verdict", "goal_met"} | figures <= set(result)
     assert result["benchmark"] == "meter-overhead" and "2%" in result["goal"]
-    assert (result["batches"], result["trials"]) == (2000, 1)
+    assert (result["batches"], result["pairs"]) == (2000, 2)
     assert isinstance(result["goal_met"], bool)
+    assert result["verdict"] in ("pass", "fail", "inconclusive")
     for k in figures:  # values only: percentages are figures to print, not to assert on
         assert isinstance(result[k], float) and math.isfinite(result[k]), k
+    lo, hi = result["overhead_pct_ci"]
+    assert lo <= result["overhead_pct"] <= hi
     for k, v in result.items():  # anything added later stays JSON-ready
-        assert isinstance(v, str | int | float | bool), k
+        assert isinstance(v, str | int | float | bool | list), k
     assert result["bare_batches_per_s"] > 0
     json.dumps(result)
     text = bench.format_result(result)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import io
 import os
-import time
 from collections.abc import Callable
 
 import numpy as np
+
+from ..instruments.timer import best_of
 
 #: ImageNet mean and std (0-255 scale): what the pipelines normalise with.
 MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
@@ -102,12 +103,8 @@ def fastest_decoder(blobs: list[bytes], rounds: int = 2) -> tuple[str, dict[str,
     """
     rates = {}
     for name in available_decoders():
-        best = float("inf")
-        for _ in range(rounds + 1):  # the first round warms imports and caches
-            t0 = time.perf_counter()
-            for b in blobs:
-                decode_jpeg(b, name)
-            best = min(best, time.perf_counter() - t0)
-        rates[name] = len(blobs) / best
+        # the warm-up round takes imports and cold caches out of the figure
+        t = best_of(lambda name=name: [decode_jpeg(b, name) for b in blobs], repeats=rounds)
+        rates[name] = len(blobs) / t.best_s
     return max(rates, key=rates.get), rates
 

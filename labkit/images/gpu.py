@@ -9,9 +9,8 @@ ImportError, so every probe catches everything and reports it.
 
 from __future__ import annotations
 
-import time
-
 from ..errors import LabkitError
+from ..instruments.timer import best_of
 from ..loading.prefetchers import cuda_status
 
 
@@ -67,17 +66,13 @@ def nvjpeg_decode(blobs: list[bytes], device="cuda"):
 def gpu_decode_rate(blobs: list[bytes], batch_size: int = 64, device="cuda",
                     repeats: int = 3) -> dict:
     """Images/s of batched nvJPEG decode over ``blobs`` (best of ``repeats``, synchronised)."""
-    import torch
-
     nvjpeg_decode(blobs[:batch_size], device)  # warm-up: CUDA context, nvJPEG handles
-    torch.cuda.synchronize(device)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+
+    def decode_all():
         for lo in range(0, len(blobs), batch_size):
             nvjpeg_decode(blobs[lo:lo + batch_size], device)
-        torch.cuda.synchronize(device)
-        best = min(best, time.perf_counter() - t0)
+
+    best = best_of(decode_all, repeats=repeats, warmup=0, sync=str(device)).best_s
     return {"images": len(blobs), "batch_size": batch_size, "seconds": best,
             "samples_per_s": len(blobs) / best}
 
@@ -100,12 +95,9 @@ def dali_decode_rate(files: list, batch_size: int = 64, repeats: int = 3) -> dic
     p = pipe()
     p.build()
     steps = -(-len(files) // batch_size)
-    p.run()  # warm-up
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            p.run()
-        best = min(best, time.perf_counter() - t0)
+    # the first run (warm-up) builds the decoder's state; the mixed decoder's output is on
+    # the GPU, so the clock waits for the device
+    best = best_of(lambda: [p.run() for _ in range(steps)], repeats=repeats,
+                   sync="cuda").best_s
     n = steps * batch_size
     return {"images": n, "batch_size": batch_size, "seconds": best, "samples_per_s": n / best}

@@ -8,11 +8,12 @@ stage but host-to-device and the training step, which stay in the main process.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
 from torch.utils.data import default_collate
+
+from ..instruments.timer import best_of
 
 STAGES = ("read", "decode", "augment", "collate", "host_to_device")
 
@@ -73,52 +74,44 @@ def stage_breakdown(dataset, augment=None, *, batch_size: int = 64, samples: int
 
     n = min(samples, len(dataset))
     per_batch = getattr(augment, "per", "sample") == "batch"
-    best: dict[str, float] = {}
-    for _ in range(repeats):
-        t = dict.fromkeys(STAGES[:4], 0.0)
-        out = []
-        for i in range(n):
-            t0 = time.perf_counter()
-            data = dataset.read(i)
-            t1 = time.perf_counter()
-            img = dataset.decode(i, data)
-            t2 = time.perf_counter()
-            if augment is None or per_batch:
-                x = torch.from_numpy(img.transpose(2, 0, 1).copy())
-            else:
-                x = augment(img)
-            t3 = time.perf_counter()
-            t["read"] += t1 - t0
-            t["decode"] += t2 - t1
-            t["augment"] += t3 - t2
-            out.append(x)
-        batches = []
-        t0 = time.perf_counter()
-        for lo in range(0, n, batch_size):
-            batches.append(default_collate(out[lo:lo + batch_size]))
-        t["collate"] = time.perf_counter() - t0
-        if per_batch:
-            t0 = time.perf_counter()
-            batches = [augment(b) for b in batches]
-            t["augment"] = time.perf_counter() - t0
-        for k, v in t.items():
-            best[k] = min(best.get(k, float("inf")), v)
+    # Stage by stage over the same n samples, each the fastest of ``repeats`` passes after
+    # the pass that produced its input (that pass is the warm-up).
+    data = [dataset.read(i) for i in range(n)]
+    images = [dataset.decode(i, data[i]) for i in range(n)]
+    if augment is None or per_batch:
+        def to_tensors():
+            return [torch.from_numpy(img.transpose(2, 0, 1).copy()) for img in images]
+    else:
+        def to_tensors():
+            return [augment(img) for img in images]
+    out = to_tensors()
+
+    def collate():
+        return [default_collate(out[lo:lo + batch_size]) for lo in range(0, n, batch_size)]
+
+    batches = collate()
+    best = {
+        "read": best_of(lambda: [dataset.read(i) for i in range(n)], repeats, 0).best_s,
+        "decode": best_of(lambda: [dataset.decode(i, data[i]) for i in range(n)], repeats,
+                          0).best_s,
+        "augment": best_of(to_tensors, repeats, 0).best_s,
+        "collate": best_of(collate, repeats, 0).best_s,
+    }
+    if per_batch:  # a per-batch augmentation runs on the collated batches (after collate)
+        best["augment"] = best_of(lambda: [augment(b) for b in batches], repeats).best_s
     per = {k: v / n for k, v in best.items()}
     notes = {}
     ok, reason = cuda_status(device)
     if device is not None and ok:
-        times = []
         # pinned once, outside the timing: the stage is the copy, which a pinned-memory
         # DataLoader or the CUDA-stream prefetcher would feed from already pinned batches
         pinned = [to_device(b, "cpu", non_blocking=False) for b in batches]
-        for _ in range(repeats):
-            torch.cuda.synchronize(device)
-            t0 = time.perf_counter()
+
+        def copy():
             for b in pinned:
                 to_device(b, device, non_blocking=True, pin=False)
-            torch.cuda.synchronize(device)
-            times.append(time.perf_counter() - t0)
-        per["host_to_device"] = min(times) / n
+
+        per["host_to_device"] = best_of(copy, repeats, sync=str(device)).best_s / n
         notes["host_to_device"] = f"pinned, non_blocking, to {device}"
     else:
         per["host_to_device"] = None

@@ -1,0 +1,60 @@
+"""The benchmark registry and its printout (the benchmarks of chapters 02, 06, 09, 10, 11).
+
+A benchmark is a function registered under a name with the goal it judges; it returns a
+JSON-ready dict of figures. A judged figure comes with its interval (``NAME_ci``), the
+interval's confidence (``NAME_ci_level``) and a verdict (``NAME_verdict``), see
+:mod:`.stats`; ``verdict`` is the benchmark's overall one and ``goal_met`` is
+``verdict == "pass"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+BENCHMARKS: dict[str, Callable[..., dict]] = {}
+
+
+def benchmark(name: str, goal: str):
+    """Register a benchmark function under ``name``; ``goal`` says what passing means."""
+
+    def wrap(fn):
+        fn.goal = goal
+        BENCHMARKS[name] = fn
+        return fn
+
+    return wrap
+
+
+def run_benchmark(name: str, **kwargs) -> dict:
+    """Run the named benchmark (``labkit bench NAME``) and return its figures, JSON-ready.
+
+    Introduced in the README's benchmark section: figures are printed, never asserted.
+    """
+    if name not in BENCHMARKS:
+        raise KeyError(f"no benchmark named {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
+    fn = BENCHMARKS[name]
+    return {"benchmark": name, "goal": fn.goal, **fn(**kwargs)}
+
+
+def _num(v) -> str:
+    return f"{v:,.4g}" if isinstance(v, float) else str(v)
+
+
+def format_result(result: dict) -> str:
+    """The figures one a line; a judged figure with its interval and verdict beside it."""
+    lines = [f"benchmark {result['benchmark']}  (goal: {result['goal']})"]
+    judged = {k[:-len("_verdict")] for k in result if k.endswith("_verdict")}
+    for k, v in result.items():
+        if k in ("benchmark", "goal") or any(k in (f"{j}_ci", f"{j}_ci_level", f"{j}_verdict")
+                                             for j in judged):
+            continue
+        if k in judged:
+            lo, hi = result[f"{k}_ci"]
+            level = result[f"{k}_ci_level"]
+            lines.append(f"  {k:<32} {_num(v)}  [{_num(lo)}, {_num(hi)}] "
+                         f"({level:.0%} interval)  {result[f'{k}_verdict']}")
+        elif isinstance(v, list | tuple):
+            lines.append(f"  {k:<32} [{', '.join(_num(x) for x in v)}]")
+        else:
+            lines.append(f"  {k:<32} {_num(v)}")
+    return "\n".join(lines)
