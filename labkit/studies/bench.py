@@ -459,13 +459,13 @@ def webdataset_bench(scale: str | None = None, trials: int = 3) -> dict:
     }
 
 
-# -- bakeoff (chapter 11) ---------------------------------------------------------------------
+# -- bakeoff (chapter 12) ---------------------------------------------------------------------
 
 @benchmark("bakeoff", goal="every installed loader delivers every id exactly once; ratios "
                           "against torch map-style measured in the same run")
 def bakeoff_bench(scale: str | None = None, samples: int | None = 2000, num_workers: int = 2,
                   batch_size: int = 32, repeats: int = 2, names=None) -> dict:
-    """Every installed loader over the same images with the same train step (chapter 11).
+    """Every installed loader over the same images with the same train step (chapter 12).
 
     The torch map-style DataLoader is measured first and again last, in the same run; each
     loader's ratio is whole-pass samples/s over the mean of the two (``baseline_drift``: the

@@ -1,4 +1,4 @@
-"""The capstone's pipeline, tuned one measured change at a time (chapter 11).
+"""The capstone's pipeline, tuned one measured change at a time (chapter 12).
 
 An image-classification-shaped loop: JPEGs in, a small CNN's train step out. The naive
 version reads one file per sample with Pillow in the main process; each :class:`TuningStep`
@@ -77,7 +77,7 @@ def pack_images(fixture_or_folder, dest) -> Path:
 
 
 class PackedImages(Dataset):
-    """The packed images as a map-style dataset: ``{"image", "label", "id"}`` (chapter 11).
+    """The packed images as a map-style dataset: ``{"image", "label", "id"}`` (chapter 12).
 
     The same samples, in the same order, as :class:`~labkit.ImageFolderDataset` over the
     folder that was packed; one memory map instead of one open/read/close per sample.
