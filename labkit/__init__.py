@@ -4,7 +4,7 @@ Each name below is introduced in a chapter; the modules are one concept each:
 fixtures, faults, audits, meter, pagecache, memcap, memory, datasets, copyonread, streams,
 sharding, rowgroups, launch, server, tarshards, resume, shuffling, loaders, prefetchers,
 tuning, images, stages, gpu, capstone, decisions, bakeoff, dashboard, plots, checkpoint, report,
-machine, bench, runner.
+machine, bench, runner; tokens (corpus, windows, epoch, packing, masking).
 The public API is exactly ``__all__`` (sorted, checked by a test).
 """
 
@@ -98,6 +98,11 @@ from .studies.capstone import (
 )
 from .studies.resume import ResumeTrial, format_resume_table, resume_trial
 from .studies.tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
+from .tokens.corpus import TokenCorpus, open_tokens, token_dtype
+from .tokens.epoch import DocumentEpoch, TokenBatches
+from .tokens.masking import TinyLM, cu_seqlens, document_mask, packed_vs_alone, position_ids
+from .tokens.packing import PACKERS, Packing, format_packing, pack
+from .tokens.windows import random_windows, tokens_needed
 
 try:
     __version__ = _version("labkit")
@@ -115,6 +120,7 @@ __all__ = [
     "Dashboard",
     "DashboardModel",
     "DataFormatError",
+    "DocumentEpoch",
     "Fault",
     "Fixture",
     "FixtureError",
@@ -126,7 +132,9 @@ __all__ = [
     "MemmapRows",
     "NpyFilesDataset",
     "NumpyRows",
+    "PACKERS",
     "PackedImages",
+    "Packing",
     "ParquetRowGroups",
     "PyObjectRows",
     "RecordError",
@@ -140,6 +148,9 @@ __all__ = [
     "Suggestion",
     "TarShardStream",
     "ThreadPrefetcher",
+    "TinyLM",
+    "TokenBatches",
+    "TokenCorpus",
     "TorchrunResult",
     "TuningResult",
     "TuningStep",
@@ -151,6 +162,7 @@ __all__ = [
     "cleanup_bakeoff",
     "compare",
     "comparison_rows",
+    "cu_seqlens",
     "cuda_status",
     "dali_decode_rate",
     "dali_status",
@@ -158,6 +170,7 @@ __all__ = [
     "decision_table",
     "decode_jpeg",
     "deliveries",
+    "document_mask",
     "ensure_fixtures",
     "environment",
     "epoch_rate",
@@ -169,6 +182,7 @@ __all__ = [
     "format_decision_table",
     "format_environment",
     "format_fixture_table",
+    "format_packing",
     "format_resume_table",
     "format_table",
     "format_tuning",
@@ -187,7 +201,10 @@ __all__ = [
     "nvjpeg_decode",
     "open_array",
     "open_parquet",
+    "open_tokens",
+    "pack",
     "pack_images",
+    "packed_vs_alone",
     "page_cache_residency",
     "plot_bakeoff",
     "plot_heatmap",
@@ -199,8 +216,10 @@ __all__ = [
     "plot_tuning",
     "plot_wait_compute",
     "plot_worker_memory",
+    "position_ids",
     "prepare_bakeoff",
     "probe_loader",
+    "random_windows",
     "range_worker_init",
     "read_checkpoint",
     "resolve_scale",
@@ -221,6 +240,8 @@ __all__ = [
     "stage_breakdown",
     "suggest_loader",
     "to_device",
+    "token_dtype",
+    "tokens_needed",
     "torchrun",
     "tuned_result",
     "tuning_steps",

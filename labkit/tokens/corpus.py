@@ -114,3 +114,99 @@ def write_corpus(spec: dict, dest: Path, update) -> tuple[dict, int]:
             "context": spec["context"], "files": {"tokens": "tokens.bin", "docs": "docs.npy",
             "sources": "sources.npy", "tokenizer": "tokenizer.json", "text": "corpus.jsonl"}}
     return meta, int(offsets[-1])
+
+
+@dataclass(frozen=True)
+class TokenCorpus:
+    """A flat token file mapped read-only, with its document index (chapter 11).
+
+    ``tokens[offsets[d]:offsets[d + 1]]`` is document ``d`` (its last id is ``eos``);
+    ``sources[d]`` indexes ``source_names``.
+    """
+
+    path: Path
+    tokens: np.ndarray   # np.memmap, read-only
+    offsets: np.ndarray  # int64, len docs + 1
+    sources: np.ndarray  # uint8 per document
+    vocab: int
+    eos: int
+    source_names: tuple[str, ...] = ()
+
+    @property
+    def docs(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Tokens per document (end-of-text included)."""
+        return np.diff(self.offsets)
+
+    def document(self, d: int) -> np.ndarray:
+        return np.asarray(self.tokens[self.offsets[d]:self.offsets[d + 1]])
+
+
+def open_tokens(source, *, dtype=None, vocab: int | None = None, offsets=None,
+                check_ids: bool = True) -> TokenCorpus:
+    """Map a flat token file and check it against its index; errors name the file and offset.
+
+    Args:
+        source: a ``corpus`` fixture (everything else is read from its manifest), or the
+            path of a flat token file (then give ``dtype`` and ``vocab``).
+        dtype, vocab: for a plain path; ``dtype`` defaults to :func:`token_dtype` of ``vocab``.
+        offsets: the document index (an array or a ``.npy`` path); default: the fixture's,
+            or the whole file as one document.
+        check_ids: scan every id once for ``id >= vocab`` (a mismatched tokenizer or dtype).
+
+    Raises:
+        DataFormatError: a size that is not a whole number of tokens, an index that is not
+            increasing or points past the end, or an id outside the vocabulary.
+    """
+    sources, eos, names = None, 0, ()
+    if hasattr(source, "manifest"):  # a Fixture
+        meta = source.meta
+        path = source.file(meta["files"]["tokens"])
+        dtype, vocab, eos, names = meta["dtype"], meta["vocab"], meta["eos"], meta["sources"]
+        offsets = source.file(meta["files"]["docs"]) if offsets is None else offsets
+        sources = np.load(source.file(meta["files"]["sources"]))
+    else:
+        path = Path(source)
+        if vocab is None:
+            raise ValueError(f"{path}: give vocab= for a plain token file")
+    dtype = np.dtype(dtype) if dtype is not None else token_dtype(vocab)
+    size = path.stat().st_size
+    if size % dtype.itemsize:
+        whole = size - size % dtype.itemsize
+        raise DataFormatError(
+            f"{path}: {size} bytes is not a whole number of {dtype.name} tokens "
+            f"({dtype.itemsize} bytes each); the file ends mid-token at byte offset {whole} "
+            "(truncated, or written with another dtype)")
+    n = size // dtype.itemsize
+    tokens = np.memmap(path, dtype=dtype, mode="r", shape=(n,)) if n else np.empty(0, dtype)
+    where = Path(offsets) if isinstance(offsets, str | Path) else None
+    offsets = np.load(offsets) if where else (np.array([0, n]) if offsets is None else offsets)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    label = where or "the document index"
+    if len(offsets) < 1 or offsets[0] != 0:
+        raise DataFormatError(f"{label}: the first offset must be 0 (index for {path})")
+    bad = np.flatnonzero(np.diff(offsets) < 0)
+    if len(bad):
+        d = int(bad[0])
+        raise DataFormatError(f"{label}: document {d + 1} starts at token {offsets[d + 1]}, "
+                              f"before document {d} ({offsets[d]}); offsets must not decrease")
+    if offsets[-1] > n:
+        d = int(np.argmax(offsets > n)) - 1
+        raise DataFormatError(
+            f"{label}: document {d} ends at token offset {int(offsets[d + 1])}, past the end of "
+            f"{path} ({n} tokens); the index belongs to another (or a truncated) token file")
+    if check_ids:
+        for lo in range(0, n, 1 << 22):
+            chunk = np.asarray(tokens[lo:lo + (1 << 22)])
+            over = np.flatnonzero(chunk >= vocab)
+            if len(over):
+                i = lo + int(over[0])
+                raise DataFormatError(
+                    f"{path}: token id {int(tokens[i])} at token offset {i} (byte "
+                    f"{i * dtype.itemsize}) is >= the vocabulary size {vocab}")
+    if sources is None:
+        sources = np.zeros(len(offsets) - 1, np.uint8)
+    return TokenCorpus(path, tokens, offsets, sources, int(vocab), int(eos), tuple(names))
