@@ -4,7 +4,7 @@ Each name below is introduced in a chapter; the modules are one concept each:
 fixtures, faults, audits, meter, pagecache, memcap, memory, datasets, copyonread, streams,
 sharding, rowgroups, launch, server, tarshards, resume, shuffling, loaders, prefetchers,
 tuning, images, stages, gpu, capstone, decisions, bakeoff, dashboard, plots, checkpoint, report,
-machine, bench, runner; tokens (corpus, windows, epoch, packing, masking).
+machine, bench, runner; tokens (corpus, windows, epoch, packing, masking, plots).
 The public API is exactly ``__all__`` (sorted, checked by a test).
 """
 
@@ -102,6 +102,7 @@ from .tokens.corpus import TokenCorpus, open_tokens, token_dtype
 from .tokens.epoch import DocumentEpoch, TokenBatches
 from .tokens.masking import TinyLM, cu_seqlens, document_mask, packed_vs_alone, position_ids
 from .tokens.packing import PACKERS, Packing, format_packing, pack
+from .tokens.plots import plot_doc_lengths, plot_packing, plot_token_rates
 from .tokens.windows import random_windows, tokens_needed
 
 try:
@@ -207,12 +208,15 @@ __all__ = [
     "packed_vs_alone",
     "page_cache_residency",
     "plot_bakeoff",
+    "plot_doc_lengths",
     "plot_heatmap",
+    "plot_packing",
     "plot_rates",
     "plot_scaling",
     "plot_shuffle_quality",
     "plot_stages",
     "plot_throughput",
+    "plot_token_rates",
     "plot_tuning",
     "plot_wait_compute",
     "plot_worker_memory",
