@@ -4,7 +4,7 @@ Each name below is introduced in a chapter; the modules are one concept each:
 fixtures, faults, audits, meter, pagecache, memcap, memory, datasets, copyonread, streams,
 sharding, rowgroups, launch, server, tarshards, resume, shuffling, loaders, prefetchers,
 tuning, images, stages, gpu, capstone, decisions, bakeoff, dashboard, plots, checkpoint, report,
-machine, bench, runner; tokens (corpus, windows, epoch, packing, masking, plots).
+machine, bench, runner; tokens (corpus, windows, epoch, packing, masking, mixing, plots).
 The public API is exactly ``__all__`` (sorted, checked by a test).
 """
 
@@ -101,6 +101,7 @@ from .studies.tuning import Suggestion, WorkDataset, suggest_loader, usable_core
 from .tokens.corpus import TokenCorpus, open_tokens, token_dtype
 from .tokens.epoch import DocumentEpoch, TokenBatches
 from .tokens.masking import TinyLM, cu_seqlens, document_mask, packed_vs_alone, position_ids
+from .tokens.mixing import blended_index, prefix_error, random_mix
 from .tokens.packing import PACKERS, Packing, format_packing, pack
 from .tokens.plots import plot_doc_lengths, plot_packing, plot_token_rates
 from .tokens.windows import random_windows, tokens_needed
@@ -159,6 +160,7 @@ __all__ = [
     "WorkerMemory",
     "audit",
     "available_decoders",
+    "blended_index",
     "build_loader",
     "cleanup_bakeoff",
     "compare",
@@ -221,8 +223,10 @@ __all__ = [
     "plot_wait_compute",
     "plot_worker_memory",
     "position_ids",
+    "prefix_error",
     "prepare_bakeoff",
     "probe_loader",
+    "random_mix",
     "random_windows",
     "range_worker_init",
     "read_checkpoint",

@@ -64,7 +64,7 @@ def test_window_samplers_agree(tmp_path):
     for how, fn in SAMPLERS.items():
         x, y = fn(tc.tokens, starts, 16)
         assert x.shape == (8, 16), how
-        x, y = x.long(), y.long()  # "gather, no cast" keeps the file's uint16
+        x, y = x.long(), y.long()  # "slices, no cast" keeps the file's uint16
         assert torch.equal(x, ref[0]) and torch.equal(y, ref[1]), how
         assert torch.equal(x[:, 1:], y[:, :-1])
         assert torch.equal(x[0], torch.from_numpy(tc.tokens[starts[0]:starts[0] + 16]
@@ -204,3 +204,17 @@ def test_token_id_outside_vocab(tmp_path):
     # the same file read as uint32 by mistake: odd size or huge ids, named either way
     with pytest.raises(lk.DataFormatError, match=r"bad\.bin"):
         lk.open_tokens(tmp_path / "bad.bin", vocab=300, dtype="uint32")
+
+
+def test_blended_index_tracks_weights_on_every_prefix():
+    weights = [0.6, 0.3, 0.1]
+    source, within = lk.blended_index(weights, 5000)
+    err = lk.prefix_error(source, weights)
+    assert err[-1] < 1e-3 and err[100:].max() < 0.01  # every prefix within a sample or so
+    for s in range(3):  # within counts each source's samples 0, 1, 2, ... in order
+        assert (within[source == s] == np.arange((source == s).sum())).all()
+    assert np.array_equal(lk.blended_index(weights, 5000)[0], source)  # no randomness
+    rand = lk.random_mix(weights, 5000, seed=0)
+    assert lk.prefix_error(rand, weights)[100:].max() > err[100:].max()
+    with pytest.raises(ValueError, match="non-negative"):
+        lk.blended_index([0.5, -0.1], 10)
