@@ -1,2 +1,6 @@
-"""Token pipelines for language models (chapter 11): corpus, windows, documents, packing,
-document masks, exact resume."""
+"""Token pipelines for language models: a tokenized corpus, window samplers, document epochs
+with exact resume, packing, document masks, source mixing (chapter 11).
+
+Modules here are imported by their full path; the public names are re-exported by
+``labkit`` itself (``import labkit as lk``).
+"""
