@@ -218,3 +218,19 @@ def test_blended_index_tracks_weights_on_every_prefix():
     assert lk.prefix_error(rand, weights)[100:].max() > err[100:].max()
     with pytest.raises(ValueError, match="non-negative"):
         lk.blended_index([0.5, -0.1], 10)
+
+
+def test_first_fit_decreasing_is_first_fit():
+    """The segment tree finds the same row as a plain scan for the leftmost row with room."""
+    lengths = np.random.default_rng(2).integers(1, 3 * CONTEXT, 500)
+    chunks = sorted(((d, s, min(CONTEXT, n - s)) for d, n in enumerate(lengths.tolist())
+                     for s in range(0, n, CONTEXT)), key=lambda c: -c[2])
+    rows, room = [], []
+    for c in chunks:
+        r = next((i for i, left in enumerate(room) if left >= c[2]), len(rows))
+        if r == len(rows):
+            rows.append([])
+            room.append(CONTEXT)
+        rows[r].append(c)
+        room[r] -= c[2]
+    assert lk.pack(lengths, CONTEXT, "first-fit decreasing").rows == rows

@@ -103,20 +103,30 @@ def greedy_pad(lengths, context: int) -> Packing:
 
 
 def first_fit_decreasing(lengths, context: int) -> Packing:
-    """Chunks longest first, each into the first row with room (a new row if none)."""
+    """Chunks longest first, each into the first row with room (a new row if none).
+
+    The rows' remaining room sits in a max segment tree whose unused leaves hold a whole
+    context, so "the leftmost row with room" is one walk down the tree: O(log rows) a chunk.
+    """
     segs = sorted(_chunks(lengths, context), key=lambda s: -s[2])
-    room = np.empty(len(segs), np.int64)  # at most one row per chunk
+    size = 1
+    while size < max(len(segs), 1):
+        size *= 2
+    tree = [context] * (2 * size)  # tree[1] is the root; leaves tree[size + r] are rows
     rows: list[list] = []
     for seg in segs:
-        fits = np.flatnonzero(room[:len(rows)] >= seg[2])
-        if len(fits):
-            r = int(fits[0])
-        else:
-            r = len(rows)
+        need, i = seg[2], 1
+        while i < size:  # the left child if it has room, else the right one
+            i = 2 * i if tree[2 * i] >= need else 2 * i + 1
+        r = i - size
+        if r == len(rows):
             rows.append([])
-            room[r] = context
         rows[r].append(seg)
-        room[r] -= seg[2]
+        tree[i] -= need
+        i //= 2
+        while i:
+            tree[i] = max(tree[2 * i], tree[2 * i + 1])
+            i //= 2
     return Packing("first-fit decreasing", context, rows, [context] * len(rows))
 
 
