@@ -90,6 +90,13 @@ from .studies.capstone import (
 )
 from .studies.resume import ResumeTrial, format_resume_table, resume_trial
 from .studies.tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
+from .tokens.corpus import TokenCorpus, open_tokens, token_dtype
+from .tokens.epoch import DocumentEpoch, TokenBatches
+from .tokens.masking import TinyLM, cu_seqlens, document_mask, packed_vs_alone, position_ids
+from .tokens.mixing import blended_index, prefix_error, random_mix
+from .tokens.packing import PACKERS, Packing, format_packing, pack
+from .tokens.plots import plot_doc_lengths, plot_packing, plot_token_rates
+from .tokens.windows import random_windows, tokens_needed
 
 try:
     __version__ = _version("labkit")
@@ -107,6 +114,7 @@ __all__ = [
     "Dashboard",
     "DashboardModel",
     "DataFormatError",
+    "DocumentEpoch",
     "Fault",
     "Fixture",
     "FixtureError",
@@ -118,7 +126,9 @@ __all__ = [
     "MemmapRows",
     "NpyFilesDataset",
     "NumpyRows",
+    "PACKERS",
     "PackedImages",
+    "Packing",
     "ParquetRowGroups",
     "PyObjectRows",
     "RecordError",
@@ -145,6 +155,7 @@ __all__ = [
     "cleanup_bakeoff",
     "compare",
     "comparison_rows",
+    "cu_seqlens",
     "cuda_status",
     "dali_decode_rate",
     "dali_status",
@@ -152,6 +163,7 @@ __all__ = [
     "decision_table",
     "decode_jpeg",
     "deliveries",
+    "document_mask",
     "ensure_fixtures",
     "environment",
     "epoch_rate",
@@ -163,6 +175,7 @@ __all__ = [
     "format_decision_table",
     "format_environment",
     "format_fixture_table",
+    "format_packing",
     "format_resume_table",
     "format_table",
     "format_tuning",
@@ -182,20 +195,30 @@ __all__ = [
     "nvjpeg_decode",
     "open_array",
     "open_parquet",
+    "open_tokens",
+    "pack",
     "pack_images",
+    "packed_vs_alone",
     "page_cache_residency",
     "plot_bakeoff",
+    "plot_doc_lengths",
     "plot_heatmap",
+    "plot_packing",
     "plot_rates",
     "plot_scaling",
     "plot_shuffle_quality",
     "plot_stages",
     "plot_throughput",
+    "plot_token_rates",
     "plot_tuning",
     "plot_wait_compute",
     "plot_worker_memory",
+    "position_ids",
+    "prefix_error",
     "prepare_bakeoff",
     "probe_loader",
+    "random_mix",
+    "random_windows",
     "range_worker_init",
     "read_checkpoint",
     "resolve_scale",
@@ -216,6 +239,8 @@ __all__ = [
     "stage_breakdown",
     "suggest_loader",
     "to_device",
+    "token_dtype",
+    "tokens_needed",
     "torchrun",
     "tuned_result",
     "tuning_steps",

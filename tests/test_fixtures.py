@@ -31,7 +31,7 @@ from labkit.data.fixtures import (
 from labkit.errors import FixtureError, ScaleError
 
 PORTABLE = ["array", "sample_files", "array_shards", "tokens", "jsonl"]
-ENCODED = ["images", "wds", "parquet"]  # JPEG / Parquet bytes depend on the encoder version
+ENCODED = ["images", "wds", "parquet", "corpus"]  # JPEG / Parquet / BPE: the encoder version
 ALL = PORTABLE + ENCODED
 
 

@@ -134,6 +134,21 @@ class TokensWriter(Writer):
                 "file": "tokens.bin"}, n
 
 
+class CorpusWriter(Writer):
+    """Chapter 11's text corpus, its BPE tokenizer and the flat token file (labkit.tokens)."""
+
+    portable = False  # the token bytes depend on the tokenizers version that trained the BPE
+    required = ("seed", "docs", "vocab", "context", "sources", "lexicon", "zipf", "max_words")
+
+    def estimate_bytes(self, spec):
+        return spec["docs"] * 400  # ~200 tokens of 2 bytes per document, on average
+
+    def write(self, spec, dest, update):
+        from ..tokens.corpus import write_corpus  # tokenizers is imported only to generate
+
+        return write_corpus(spec, dest, update)
+
+
 def synth_image(seed: int, i: int, size: int, classes: int) -> tuple[np.ndarray, int]:
     """A deterministic RGB image whose colour and stripe frequency depend on its label."""
     rng = np.random.default_rng([seed, i])
@@ -292,6 +307,7 @@ WRITERS: dict[str, Writer] = {
     "npy_files": NpyFilesWriter(),
     "npy_shards": NpyShardsWriter(),
     "tokens": TokensWriter(),
+    "corpus": CorpusWriter(),
     "jpeg": JpegWriter(),
     "webdataset": WebDatasetWriter(),
     "parquet": ParquetWriter(),

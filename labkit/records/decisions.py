@@ -1,4 +1,4 @@
-"""Which loader for which situation: the decision table, with this machine's evidence (ch. 11).
+"""Which loader for which situation: the decision table, with this machine's evidence (ch. 12).
 
 Each row is one situation (data fits in RAM; larger than RAM on one node; terabytes on remote
 storage with resume; decode-bound; distributed lazy loading), the recommendation, the

@@ -1,0 +1,212 @@
+"""The token corpus of chapter 11: synthetic text, a BPE tokenizer trained on it, a flat token file.
+
+The layout is the one nanoGPT (``train.bin``) and Megatron-style indexed datasets use: every
+document's token ids, each ended by an end-of-text id, back to back in one flat binary file
+(uint16 when the vocabulary fits, else uint32), plus a document index of offsets
+(``docs.npy``, ``offsets[d]:offsets[d + 1]`` is document ``d``) and each document's source.
+The text comes from numpy's PCG64 (identical everywhere); the tokenizer is HF ``tokenizers``
+BPE trained locally, nothing downloaded, so the token bytes depend on its version.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataFormatError
+
+EOS = "<|endoftext|>"
+_SYLLABLES = ("ka to ri mu se na lo pe ti ra vo du ge shi an el or un is at "
+              "ex om ba ce di fo gu he ji ku ly mo ny pa qu re so tu vi wo xa ye zo").split()
+
+
+def token_dtype(vocab: int) -> np.dtype:
+    """uint16 when every id fits in 16 bits (vocab <= 65536, GPT-2's 50257 does), else uint32."""
+    return np.dtype(np.uint16 if vocab <= 1 << 16 else np.uint32)
+
+
+def _lexicon(rng: np.random.Generator, words: int) -> np.ndarray:
+    """``words`` distinct made-up words of 1-4 syllables (Zipf ranks follow the order)."""
+    seen, out = set(), []
+    while len(out) < words:
+        n = int(rng.integers(1, 5))
+        w = "".join(_SYLLABLES[i] for i in rng.integers(0, len(_SYLLABLES), n))
+        if w not in seen:
+            seen.add(w)
+            out.append(w)
+    return np.array(out, dtype=object)
+
+
+def synth_corpus(spec: dict) -> tuple[list[str], np.ndarray, list[str]]:
+    """The documents' texts, each one's source number, and the source names.
+
+    Each source has its own document-length profile (lognormal words per document: median
+    and sigma in the spec) and its own word frequencies (Zipf over a shuffled lexicon), so
+    the mix has many short documents and a long tail far past the context length.
+    """
+    rng = np.random.default_rng(spec["seed"])
+    lexicon = _lexicon(rng, spec["lexicon"])
+    sources = spec["sources"]
+    names = list(sources)
+    weights = np.array([sources[s]["share"] for s in names], float)
+    src = rng.choice(len(names), size=spec["docs"], p=weights / weights.sum()).astype(np.uint8)
+    ranks = np.arange(1, len(lexicon) + 1, dtype=float)
+    texts: list[str] = []
+    per_source = []
+    for s in names:
+        p = ranks ** -spec["zipf"]
+        per_source.append((rng.permutation(len(lexicon)), p / p.sum(), sources[s]))
+    lengths = np.empty(spec["docs"], np.int64)
+    for i, s in enumerate(src):
+        prof = per_source[s][2]
+        lengths[i] = 1 + int(rng.lognormal(np.log(prof["median_words"]), prof["sigma"]))
+    lengths = np.minimum(lengths, spec["max_words"])
+    drawn, cursor = [], [0] * len(names)
+    for s, (perm, p, _) in enumerate(per_source):  # one vectorized draw per source
+        n = int(lengths[src == s].sum())
+        drawn.append(lexicon[perm[rng.choice(len(lexicon), size=n, p=p)]])
+    for i, s in enumerate(src):  # document i takes the next words of its source's draw
+        texts.append(" ".join(drawn[s][cursor[s]:cursor[s] + lengths[i]]))
+        cursor[s] += lengths[i]
+    return texts, src, names
+
+
+def train_tokenizer(texts, vocab: int, sample_docs: int | None = None):
+    """A byte-level BPE tokenizer with ``vocab`` ids trained on ``texts`` (id 0 = EOS)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=[EOS], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts[:sample_docs] if sample_docs else texts, trainer=trainer)
+    return tok
+
+
+def write_corpus(spec: dict, dest: Path, update) -> tuple[dict, int]:
+    """The fixture writer: corpus.jsonl, tokenizer.json, tokens.bin, docs.npy, sources.npy."""
+    texts, src, names = synth_corpus(spec)
+    with open(dest / "corpus.jsonl", "w") as fh:
+        for i, (t, s) in enumerate(zip(texts, src, strict=True)):
+            fh.write(json.dumps({"id": i, "source": names[s], "text": t}) + "\n")
+    tok = train_tokenizer(texts, spec["vocab"], spec.get("train_docs"))
+    tok.save(str(dest / "tokenizer.json"))
+    eos = tok.token_to_id(EOS)
+    dtype = token_dtype(tok.get_vocab_size())
+    lengths = np.empty(len(texts), np.int64)
+    with open(dest / "tokens.bin", "wb") as fh:
+        for lo in range(0, len(texts), 4096):  # encode_batch runs on the tokenizer's threads
+            enc = tok.encode_batch(texts[lo:lo + 4096])
+            ids = [e.ids + [eos] for e in enc]
+            lengths[lo:lo + len(ids)] = [len(x) for x in ids]
+            arr = np.fromiter((t for x in ids for t in x), dtype=dtype)
+            fh.write(arr.tobytes())
+            update(arr.nbytes)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    np.save(dest / "docs.npy", offsets)
+    np.save(dest / "sources.npy", src)
+    meta = {"dtype": dtype.name, "tokens": int(offsets[-1]), "docs": len(texts),
+            "vocab": tok.get_vocab_size(), "eos": eos, "sources": names,
+            "context": spec["context"], "files": {"tokens": "tokens.bin", "docs": "docs.npy",
+            "sources": "sources.npy", "tokenizer": "tokenizer.json", "text": "corpus.jsonl"}}
+    return meta, int(offsets[-1])
+
+
+@dataclass(frozen=True)
+class TokenCorpus:
+    """A flat token file mapped read-only, with its document index (chapter 11).
+
+    ``tokens[offsets[d]:offsets[d + 1]]`` is document ``d`` (its last id is ``eos``);
+    ``sources[d]`` indexes ``source_names``.
+    """
+
+    path: Path
+    tokens: np.ndarray   # np.memmap, read-only
+    offsets: np.ndarray  # int64, len docs + 1
+    sources: np.ndarray  # uint8 per document
+    vocab: int
+    eos: int
+    source_names: tuple[str, ...] = ()
+
+    @property
+    def docs(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Tokens per document (end-of-text included)."""
+        return np.diff(self.offsets)
+
+    def document(self, d: int) -> np.ndarray:
+        return np.asarray(self.tokens[self.offsets[d]:self.offsets[d + 1]])
+
+
+def open_tokens(source, *, dtype=None, vocab: int | None = None, offsets=None,
+                check_ids: bool = True) -> TokenCorpus:
+    """Map a flat token file and check it against its index; errors name the file and offset.
+
+    Args:
+        source: a ``corpus`` fixture (everything else is read from its manifest), or the
+            path of a flat token file (then give ``dtype`` and ``vocab``).
+        dtype, vocab: for a plain path; ``dtype`` defaults to :func:`token_dtype` of ``vocab``.
+        offsets: the document index (an array or a ``.npy`` path); default: the fixture's,
+            or the whole file as one document.
+        check_ids: scan every id once for ``id >= vocab`` (a mismatched tokenizer or dtype).
+
+    Raises:
+        DataFormatError: a size that is not a whole number of tokens, an index that is not
+            increasing or points past the end, or an id outside the vocabulary.
+    """
+    sources, eos, names = None, 0, ()
+    if hasattr(source, "manifest"):  # a Fixture
+        meta = source.meta
+        path = source.file(meta["files"]["tokens"])
+        dtype, vocab, eos, names = meta["dtype"], meta["vocab"], meta["eos"], meta["sources"]
+        offsets = source.file(meta["files"]["docs"]) if offsets is None else offsets
+        sources = np.load(source.file(meta["files"]["sources"]))
+    else:
+        path = Path(source)
+        if vocab is None:
+            raise ValueError(f"{path}: give vocab= for a plain token file")
+    dtype = np.dtype(dtype) if dtype is not None else token_dtype(vocab)
+    size = path.stat().st_size
+    if size % dtype.itemsize:
+        whole = size - size % dtype.itemsize
+        raise DataFormatError(
+            f"{path}: {size} bytes is not a whole number of {dtype.name} tokens "
+            f"({dtype.itemsize} bytes each); the file ends mid-token at byte offset {whole} "
+            "(truncated, or written with another dtype)")
+    n = size // dtype.itemsize
+    tokens = np.memmap(path, dtype=dtype, mode="r", shape=(n,)) if n else np.empty(0, dtype)
+    where = Path(offsets) if isinstance(offsets, str | Path) else None
+    offsets = np.load(offsets) if where else (np.array([0, n]) if offsets is None else offsets)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    label = where or "the document index"
+    if len(offsets) < 1 or offsets[0] != 0:
+        raise DataFormatError(f"{label}: the first offset must be 0 (index for {path})")
+    bad = np.flatnonzero(np.diff(offsets) < 0)
+    if len(bad):
+        d = int(bad[0])
+        raise DataFormatError(f"{label}: document {d + 1} starts at token {offsets[d + 1]}, "
+                              f"before document {d} ({offsets[d]}); offsets must not decrease")
+    if offsets[-1] > n:
+        d = int(np.argmax(offsets > n)) - 1
+        raise DataFormatError(
+            f"{label}: document {d} ends at token offset {int(offsets[d + 1])}, past the end of "
+            f"{path} ({n} tokens); the index belongs to another (or a truncated) token file")
+    if check_ids:
+        for lo in range(0, n, 1 << 22):
+            chunk = np.asarray(tokens[lo:lo + (1 << 22)])
+            over = np.flatnonzero(chunk >= vocab)
+            if len(over):
+                i = lo + int(over[0])
+                raise DataFormatError(
+                    f"{path}: token id {int(tokens[i])} at token offset {i} (byte "
+                    f"{i * dtype.itemsize}) is >= the vocabulary size {vocab}")
+    if sources is None:
+        sources = np.zeros(len(offsets) - 1, np.uint8)
+    return TokenCorpus(path, tokens, offsets, sources, int(vocab), int(eos), tuple(names))
