@@ -24,12 +24,15 @@ from .data.fixtures import Fixture, ensure_fixtures, fixture, format_fixture_tab
 from .display.dashboard import DashboardModel
 from .display.plots import (
     plot_bakeoff,
+    plot_doc_lengths,
     plot_heatmap,
+    plot_packing,
     plot_rates,
     plot_scaling,
     plot_shuffle_quality,
     plot_stages,
     plot_throughput,
+    plot_token_rates,
     plot_tuning,
     plot_wait_compute,
     plot_worker_memory,
@@ -95,7 +98,6 @@ from .tokens.epoch import DocumentEpoch, TokenBatches
 from .tokens.masking import TinyLM, cu_seqlens, document_mask, packed_vs_alone, position_ids
 from .tokens.mixing import blended_index, prefix_error, random_mix
 from .tokens.packing import PACKERS, Packing, format_packing, pack
-from .tokens.plots import plot_doc_lengths, plot_packing, plot_token_rates
 from .tokens.windows import random_windows, tokens_needed
 
 try:
@@ -143,6 +145,9 @@ __all__ = [
     "TarShardStream",
     "ThreadPrefetcher",
     "Timing",
+    "TinyLM",
+    "TokenBatches",
+    "TokenCorpus",
     "TorchrunResult",
     "TuningResult",
     "TuningStep",
@@ -151,6 +156,7 @@ __all__ = [
     "audit",
     "available_decoders",
     "best_of",
+    "blended_index",
     "build_loader",
     "cleanup_bakeoff",
     "compare",
