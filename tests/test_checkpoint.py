@@ -130,12 +130,6 @@ def test_add_validates_values_like_observe():
         ck.Checkpoint("01", scale="ci").add(Bad())
 
 
-def test_add_measurement_is_add():
-    c = ck.Checkpoint("01", scale="ci").add_measurement(_Result(), "mmap", {"k": 1})
-    assert c.observations == ck.Checkpoint("01", scale="ci").add(_Result(), "mmap",
-                                                                 {"k": 1}).observations
-
-
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -np.inf, [1, 2], None, "x" * 500])
 def test_bad_values_rejected(value):
     with pytest.raises(ValueError, match="samples_per_s"):

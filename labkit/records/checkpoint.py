@@ -144,11 +144,6 @@ class Checkpoint:
                          obs.get("note"))
         return self
 
-    def add_measurement(self, m, name=None, config=None) -> Checkpoint:
-        """The older name of :meth:`add` for one :class:`Measurement`; use ``add``."""
-        # Kept so chapters written before add() still run; remove once none calls it.
-        return self.add(m, name, config)
-
     def constraint(self, text: str) -> Checkpoint:
         """Note a condition the numbers depend on, e.g. ``"warm page cache"``."""
         self.constraints.append(str(text))
