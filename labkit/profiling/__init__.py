@@ -1,1 +1,1 @@
-"""Profiling a loader: per-batch timelines, torch.profiler traces, sampling, diagnose (chapter 13)."""
+"""Profiling a loader (chapter 13): per-batch timelines, torch.profiler, sampling, diagnose."""
