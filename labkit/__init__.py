@@ -4,7 +4,8 @@ Laid out by concept, one subpackage each (every module's first docstring line na
 chapters it serves): ``data`` (fixtures, writers, faults, teaching datasets), ``images``
 (decoders, folder and packed datasets, augmentation, GPU paths, stage costs), ``streams``
 (one rank x worker split base; array, row-group and tar-shard streams), ``loading``
-(make_loader, prefetchers, batches, processes), ``instruments`` (meter, measurement, audits,
+(make_loader, prefetchers, batches, processes), ``profiling`` (timelines, torch.profiler,
+sampling workers, diagnose), ``instruments`` (meter, measurement, audits,
 memory, page cache, shuffle quality), ``studies`` (resume, tuning, capstone, bake-off,
 benchmarks), ``remote`` (HTTP server, torchrun), ``display`` (dashboard, plots, figures),
 ``records`` (checkpoint, machine, report, decisions, ``labkit run``). ``errors``, ``paths``,
@@ -58,6 +59,18 @@ from .instruments.pagecache import evict_page_cache, measure_cold, page_cache_re
 from .instruments.shuffling import shard_of_bounds, shuffle_quality
 from .loading.loaders import make_loader, shutdown, worker_processes
 from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
+from .profiling.diagnose import DiagnoseError, Diagnosis, diagnose
+from .profiling.hotspots import Hotspot, profile_in_process
+from .profiling.rebuild import rebuild_loader
+from .profiling.sampling import WorkerSample, pyspy_status, sample_workers
+from .profiling.timeline import Timeline, record_timeline
+from .profiling.torchprof import (
+    TraceSummary,
+    profile_loop,
+    profiler_device_note,
+    profiler_overhead,
+    read_trace,
+)
 from .records.checkpoint import Checkpoint, read_checkpoint
 from .records.decisions import decision_table, format_decision_table
 from .records.machine import environment, format_environment, versions
@@ -106,9 +119,12 @@ __all__ = [
     "Dashboard",
     "DashboardModel",
     "DataFormatError",
+    "DiagnoseError",
+    "Diagnosis",
     "Fault",
     "Fixture",
     "FixtureError",
+    "Hotspot",
     "ImageFolderDataset",
     "LabkitError",
     "LoaderAdapter",
@@ -131,11 +147,14 @@ __all__ = [
     "Suggestion",
     "TarShardStream",
     "ThreadPrefetcher",
+    "Timeline",
     "TorchrunResult",
+    "TraceSummary",
     "TuningResult",
     "TuningStep",
     "WorkDataset",
     "WorkerMemory",
+    "WorkerSample",
     "audit",
     "available_decoders",
     "build_loader",
@@ -149,6 +168,7 @@ __all__ = [
     "decision_table",
     "decode_jpeg",
     "deliveries",
+    "diagnose",
     "ensure_fixtures",
     "environment",
     "epoch_rate",
@@ -193,8 +213,16 @@ __all__ = [
     "plot_worker_memory",
     "prepare_bakeoff",
     "probe_loader",
+    "profile_in_process",
+    "profile_loop",
+    "profiler_device_note",
+    "profiler_overhead",
+    "pyspy_status",
     "range_worker_init",
     "read_checkpoint",
+    "read_trace",
+    "rebuild_loader",
+    "record_timeline",
     "resolve_scale",
     "resume_trial",
     "run_bakeoff",
@@ -202,6 +230,7 @@ __all__ = [
     "run_capped",
     "run_notebooks",
     "run_tuning",
+    "sample_workers",
     "serve",
     "shard_of_bounds",
     "shard_plan",

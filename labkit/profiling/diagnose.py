@@ -9,7 +9,6 @@ and measure again. ``labkit diagnose MODULE:FACTORY`` runs it from the command l
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import inspect
 import math
@@ -219,15 +218,15 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
         time_limit_s: the whole diagnosis, or :class:`DiagnoseError` naming the phase.
         cores: the cores workers may use (default :func:`lk.usable_cores`).
     """
+    from torch.utils.data import DataLoader
+
     from ..instruments.measurement import rate
     from ..instruments.meter import measure, simulated_step
     from ..loading.loaders import shutdown, worker_processes
     from ..loading.processes import stop_processes
     from ..studies.tuning import suggest_loader, usable_cores
     from .hotspots import profile_in_process
-    from .rebuild import rebuild
-
-    from torch.utils.data import DataLoader
+    from .rebuild import rebuild_loader
 
     target = target or getattr(factory, "__qualname__", repr(factory))
     before = {p.pid for p in worker_processes()}
@@ -271,7 +270,7 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
 
             # the data path in this process, where cProfile can see it
             limit.phase = "profiling the data path in this process"
-            inproc = rebuild(obj, num_workers=0) if is_dl else factory()
+            inproc = rebuild_loader(obj, num_workers=0) if is_dl else factory()
             how = "cProfile, this process, num_workers=0" if is_dl else "cProfile, this process"
             hs, t = profile_in_process(iter(inproc), max(2, min(batches, 20)))
             # on a busy machine CPU work gets less than a core: judge against what it can get
@@ -287,7 +286,7 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
             knobs = suggestion["knobs"]
             if knobs and step is not None:
                 limit.phase = "verifying the suggestion"
-                new, how_v = _apply(factory, obj, knobs, rebuild)
+                new, how_v = _apply(factory, obj, knobs, rebuild_loader)
                 if new is None:
                     verified["how"] = how_v
                 else:
@@ -355,7 +354,7 @@ def _suggest(bound, loader_bps, one_bps, step_bps, cpu_share, hs, cores, nw, p99
     return {"knobs": knobs, "why": why}
 
 
-def _apply(factory, obj, knobs, rebuild):
+def _apply(factory, obj, knobs, rebuild_loader):
     """The loader with ``knobs`` applied, and how; (None, why not) when it cannot be."""
     from torch.utils.data import DataLoader
 
@@ -371,8 +370,8 @@ def _apply(factory, obj, knobs, rebuild):
         except TypeError:
             pass
     if isinstance(obj, DataLoader):
-        return rebuild(obj, **knobs), ("rebuilt the DataLoader with the knobs (same dataset, "
-                                       "sampler, collate_fn)")
+        return rebuild_loader(obj, **knobs), ("rebuilt the DataLoader with the knobs (same "
+                                              "dataset, sampler, collate_fn)")
     return None, (f"cannot: the factory returns a {type(obj).__name__}, not a DataLoader, and "
                   f"takes no {', '.join(knobs)} arguments; apply the knobs where the loader "
                   "is built and diagnose again")

@@ -76,7 +76,7 @@ def hotspots_from_stats(stats: pstats.Stats, total_s: float, top: int = 5) -> li
 def profile_in_process(iterable, batches: int, top: int = 5) -> tuple[list[Hotspot], dict]:
     """Iterate ``batches`` batches of ``iterable`` under cProfile; its hotspots and timings.
 
-    Give it a loader with ``num_workers=0`` (see :func:`rebuild`): with workers, the work
+    Give it a loader with ``num_workers=0`` (see :func:`rebuild_loader`): with workers, the work
     happens in other processes and this profile sees only the waiting. Returns the hotspots
     and ``{"wall_s", "cpu_s", "batches"}`` (CPU over wall says how much is CPU work and
     how much is waiting: sleep, I/O).

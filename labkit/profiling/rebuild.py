@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader, IterableDataset
 
-#: The knobs :func:`rebuild` may change; anything else is kept from the original.
+#: The knobs :func:`rebuild_loader` may change; anything else is kept from the original.
 KNOBS = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
 
 
-def rebuild(loader: DataLoader, *, dataset=None, collate_fn=None, **knobs) -> DataLoader:
+def rebuild_loader(loader: DataLoader, *, dataset=None, collate_fn=None, **knobs) -> DataLoader:
     """A new DataLoader like ``loader`` with ``knobs`` (and optionally dataset/collate) replaced.
 
     The batches are the same: the original's batch sampler (or sampler and batch size)
@@ -24,7 +24,7 @@ def rebuild(loader: DataLoader, *, dataset=None, collate_fn=None, **knobs) -> Da
 
     bad = set(knobs) - set(KNOBS)
     if bad:
-        raise TypeError(f"rebuild() cannot change {sorted(bad)}; knobs: {', '.join(KNOBS)}")
+        raise TypeError(f"rebuild_loader() cannot change {sorted(bad)}; knobs: {', '.join(KNOBS)}")
     nw = knobs.get("num_workers", loader.num_workers)
     kw = dict(
         num_workers=nw,

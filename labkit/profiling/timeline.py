@@ -94,12 +94,12 @@ class _TimedCollate:
 
 def timed_loader(loader: DataLoader, log_dir: str, **knobs):
     """A copy of ``loader`` whose workers stamp every batch into ``log_dir`` (see the module)."""
-    from .rebuild import rebuild
+    from .rebuild import rebuild_loader
 
     ds = loader.dataset
     timed = _TimedIterable(ds) if isinstance(ds, IterableDataset) else _TimedMap(ds)
     collate = _TimedCollate(loader.collate_fn or default_collate, log_dir)
-    return rebuild(loader, dataset=timed, collate_fn=collate, **knobs)
+    return rebuild_loader(loader, dataset=timed, collate_fn=collate, **knobs)
 
 
 @dataclass

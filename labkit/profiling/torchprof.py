@@ -118,7 +118,7 @@ def profile_loop(loader, step, *, wait: int = 1, warmup: int = 1, active: int = 
     return read_trace(path, labels=(*labels, "step"))
 
 
-def gpu_note() -> str:
+def profiler_device_note() -> str:
     """What the trace would show on a GPU, or that it shows it (CUDA present)."""
     import torch
 
