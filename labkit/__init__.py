@@ -61,6 +61,7 @@ from .loading.loaders import make_loader, shutdown, worker_processes
 from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
 from .profiling.diagnose import DiagnoseError, Diagnosis, diagnose
 from .profiling.hotspots import Hotspot, profile_in_process
+from .profiling.lanes import plot_timelines
 from .profiling.rebuild import rebuild_loader
 from .profiling.sampling import WorkerSample, pyspy_status, sample_workers
 from .profiling.timeline import Timeline, record_timeline
@@ -208,6 +209,7 @@ __all__ = [
     "plot_shuffle_quality",
     "plot_stages",
     "plot_throughput",
+    "plot_timelines",
     "plot_tuning",
     "plot_wait_compute",
     "plot_worker_memory",

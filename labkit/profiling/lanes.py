@@ -56,3 +56,20 @@ def timeline_png(tl, title: str | None = None) -> bytes:
     draw_lanes(tl, ax=ax, title=title)
     fig.tight_layout()
     return png_bytes(fig, dpi=100)
+
+
+def plot_timelines(timelines, titles=None):
+    """Several timelines stacked, one panel each, on a shared time axis (chapter 13)."""
+    from ..display.figures import done, subplots
+
+    lanes = [len({b["worker"] for b in t.batches}) + 1 for t in timelines]
+    fig, axes = subplots(len(timelines), 1, sharex=True, squeeze=False,
+                         figsize=(10, 0.8 * len(timelines) + 0.45 * sum(lanes)),
+                         gridspec_kw={"height_ratios": lanes})
+    for i, (tl, ax) in enumerate(zip(timelines, axes[:, 0], strict=True)):
+        draw_lanes(tl, ax=ax, title=titles[i] if titles else None)
+        if i:
+            ax.get_legend().remove()
+        if i < len(timelines) - 1:
+            ax.set_xlabel("")
+    return done(fig)
