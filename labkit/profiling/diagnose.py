@@ -105,7 +105,8 @@ class Diagnosis:
                          f"{f(v['wait_fraction_before'], '{:.1%}')}"
                          f" -> {f(v['wait_fraction_after'], '{:.1%}')}, loop "
                          f"{f(v['loop_batches_per_s_before'])} -> "
-                         f"{f(v['loop_batches_per_s_after'])} batches/s ({v['how']})")
+                         f"{f(v['loop_batches_per_s_after'])} batches/s, bound after: "
+                         f"{v['bound_after']} ({v['how']})")
         else:
             lines.append(f"  verified:              no: {v.get('how', '')}")
         if self.timeline:
