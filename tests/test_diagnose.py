@@ -118,3 +118,19 @@ def test_hanging_factory_is_stopped_within_the_limit(factory, phase):
     assert r.returncode == 2
     assert phase in r.stderr and "6 s limit" in r.stderr
     assert lk.worker_processes() == []
+
+
+def test_diagnose_has_help_and_checks_its_numbers():
+    r = labkit("diagnose", "--help")
+    assert r.returncode == 0 and "MODULE:FACTORY" in r.stdout
+    r = labkit("diagnose", f"{PLANTED}:fast", "--batches", 1)
+    assert r.returncode == 2 and "at least 2" in r.stderr
+    r = labkit("diagnose", f"{PLANTED}:fast", "--step-ms", -3)
+    assert r.returncode == 2 and "positive" in r.stderr
+
+
+def test_without_a_step_the_loader_alone_is_measured():
+    d = diagnose_json("fast")
+    assert d["step_batches_per_s"] is None and d["wait_fraction"] is None
+    assert d["bound"] == "loader" and "no step given" in d["suggestion"]["why"]
+    assert d["suggestion"]["knobs"] == {}

@@ -93,3 +93,10 @@ def test_rebuild_loader_keeps_the_batches_and_refuses_other_changes():
     assert copy.timeout > 0
     with pytest.raises(TypeError, match="batch_size"):
         lk.rebuild_loader(loader, batch_size=3)
+
+
+def test_bench_profiling_runs_tiny():
+    r = lk.run_benchmark("profiling", batches=40, trials=1)
+    assert r["plain_samples_per_s"] > 0 and r["timeline_samples_per_s"] > 0
+    assert {"timeline_overhead", "torch_profiler_overhead", "goal_met"} <= set(r)
+    assert lk.worker_processes() == []

@@ -230,6 +230,10 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
     from .rebuild import rebuild_loader
 
     target = target or getattr(factory, "__qualname__", repr(factory))
+    if batches < 2:
+        raise DiagnoseError(f"batches must be at least 2 (a rate needs two), not {batches}")
+    if step_ms is not None and not step_ms > 0:
+        raise DiagnoseError(f"the step must take a positive time in ms, not {step_ms}")
     before = {p.pid for p in worker_processes()}
     cores = cores or usable_cores()
     built: list = []

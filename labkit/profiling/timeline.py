@@ -81,13 +81,13 @@ class _TimedCollate:
             start = _state.get("end", fetched)
         wid, nw = _worker()
         line = f"{wid}\t{os.getpid()}\t{nw}\t{_state['seq']}\t{start!r}\t{fetched!r}\t{end!r}\n"
-        # one write per batch with O_APPEND: a line is never interleaved or half-written
-        fd = os.open(os.path.join(self.log_dir, f"{os.getpid()}.tsv"),
-                     os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        # one write per batch with O_APPEND to this process's own file, kept open (a fork
+        # inherits the parent's descriptor, so it is keyed by pid): never interleaved
+        pid = os.getpid()
+        if _state.get("fd", (None, None))[0] != (pid, self.log_dir):
+            _state["fd"] = ((pid, self.log_dir), os.open(
+                os.path.join(self.log_dir, f"{pid}.tsv"), os.O_WRONLY | os.O_CREAT | os.O_APPEND))
+        os.write(_state["fd"][1], line.encode())
         _state.update(start=None, end=end, seq=_state["seq"] + 1)
         return out
 
@@ -173,6 +173,7 @@ def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = 
     log_dir = tempfile.mkdtemp(prefix="labkit-timeline-")
     _state.update(start=None, seq=0)  # num_workers=0 stamps in this process; fork copies it
     _state.pop("end", None)
+    _close_log()
     try:
         timed = timed_loader(loader, log_dir, **knobs)
         loop: list[dict] = []
@@ -198,7 +199,15 @@ def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = 
                         num_workers=timed.num_workers, batches=_read(log_dir, t0, len(loop)),
                         loop=loop)
     finally:
+        _close_log()
         shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def _close_log() -> None:
+    """Close this process's timeline file (num_workers=0 wrote it here)."""
+    key, fd = _state.pop("fd", (None, None))
+    if fd is not None and key[0] == os.getpid():
+        os.close(fd)
 
 
 def _read(log_dir: str, t0: float, n_batches: int) -> list[dict]:
