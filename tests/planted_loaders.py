@@ -107,3 +107,28 @@ def hangs_in_worker():
 
 def hangs_on_call():
     time.sleep(3600)
+
+
+class BigIndex(Dataset):
+    """A dataset object that is slow to pickle: 600k Python tuples built in __init__."""
+
+    def __init__(self):
+        self.index = [(i, str(i)) for i in range(600_000)]
+
+    def __len__(self):
+        return 400
+
+    def __getitem__(self, i):
+        time.sleep(0.001)
+        return torch.full((16,), float(self.index[i][0]))
+
+
+def heavy_pickle():
+    """A spawn worker, unpickling BigIndex at start-up."""
+    return DataLoader(BigIndex(), batch_size=8, num_workers=1, multiprocessing_context="spawn",
+                      timeout=60)
+
+
+def fast_with_workers():
+    """Samples that cost nothing, behind two workers: the hand-over is all the cost."""
+    return DataLoader(Cheap(), batch_size=8, num_workers=2, timeout=60)

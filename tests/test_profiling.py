@@ -82,7 +82,7 @@ def test_sample_workers_names_the_worker_hotspot_or_says_why_not():
         s.plot()
     else:
         assert not s.sampled and why in s.how
-        assert s.fallback[0].name == "decode_sample"
+        assert s.fallback[0].name.endswith("decode_sample")
     assert lk.worker_processes() == []
 
 

@@ -28,6 +28,8 @@ from .hotspots import Hotspot
 LOADER_BOUND_WAIT = 0.25
 #: ... and less than this, with the loader this many times faster than the step: step-bound.
 STEP_BOUND_WAIT, STEP_BOUND_RATIO = 0.10, 1.5
+#: One process this many times faster than the step: workers cost more than they give.
+IN_PROCESS_RATIO = 10
 #: Data-path work that is less than this share CPU (sleep, I/O) needs no core per worker.
 IO_CPU_SHARE = 0.5
 
@@ -48,6 +50,7 @@ class Diagnosis:
     num_workers: int | None             # the loader's, None if not a DataLoader
     one_process_batches_per_s: float | None
     cpu_share: float | None             # CPU / wall of the data path in this process
+    first_batch_s: float | None = None  # iter() to the first batch: worker start-up included
     hotspots: list[Hotspot] = field(default_factory=list)
     hotspots_how: str = ""
     suggestion: dict = field(default_factory=dict)   # {"knobs": {...}, "why": "..."}
@@ -57,7 +60,8 @@ class Diagnosis:
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in (
             "target", "bound", "loader_batches_per_s", "step_batches_per_s", "wait_fraction",
-            "num_workers", "one_process_batches_per_s", "cpu_share", "hotspots_how",
+            "num_workers", "one_process_batches_per_s", "cpu_share", "first_batch_s",
+            "hotspots_how",
             "suggestion", "verified", "timeline")}
         d["hotspots"] = [h.as_dict() for h in self.hotspots]
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
@@ -94,11 +98,14 @@ class Diagnosis:
                  f"  step_batches_per_s:    {f(self.step_batches_per_s)}",
                  f"  wait_fraction:         {f(self.wait_fraction, '{:.1%}')}",
                  f"  data path CPU share:   {f(self.cpu_share, '{:.0%}')}",
+                 f"  first batch:           {f(self.first_batch_s, '{:.2f} s')}",
                  f"  hotspots ({self.hotspots_how}):"]
         lines += [f"    {h}" for h in self.hotspots] or ["    none found"]
         knobs = self.suggestion.get("knobs") or {}
         lines.append(f"  suggestion:            {knobs or 'no knob'}")
         lines.append(f"    why: {self.suggestion.get('why', '')}")
+        if self.suggestion.get("startup"):
+            lines.append(f"    start-up: {self.suggestion['startup']}")
         v = self.verified
         if v.get("done"):
             lines.append(f"  verified:              wait_fraction "
@@ -257,7 +264,8 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
             def run(what, loader, **kw):
                 limit.phase = what
                 try:
-                    return measure(loader, repeats=1, warmup=0, max_batches=batches, **kw)
+                    kw.setdefault("warmup", 0)
+                    return measure(loader, repeats=1, max_batches=batches, **kw)
                 except ValueError as e:
                     if "no batch" in str(e):
                         raise DiagnoseError(f"{target}(): the loader yielded no batches "
@@ -287,6 +295,14 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
 
             suggestion = _suggest(bound, loader_bps, one, step_bps, cpu_share, hs, cores,
                                   obj.num_workers if is_dl else None, p99, suggest_loader)
+            startup = _startup(obj, alone.first_batch_s, loader_bps) if is_dl else None
+            if startup:
+                suggestion["startup"] = startup
+                if (not obj.persistent_workers and step is not None
+                        and suggestion["knobs"].get("num_workers", obj.num_workers) > 0):
+                    suggestion["knobs"] = {**(suggestion["knobs"] or
+                                              {"num_workers": obj.num_workers}),
+                                           "persistent_workers": True}
             verified = {"done": False, "how": "nothing to apply: no knob was suggested"}
             knobs = suggestion["knobs"]
             if knobs and step is not None:
@@ -298,7 +314,9 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
                     built.append(new)
                     with warnings.catch_warnings():  # more workers than cores: on purpose
                         warnings.simplefilter("ignore", UserWarning)
-                        after = run("verifying the suggestion", new, step=step)
+                        # persistent workers are for the epochs after the first: measure one
+                    after = run("verifying the suggestion", new, step=step,
+                                warmup=int(bool(knobs.get("persistent_workers"))))
                     verified = {"done": True, "how": how_v, "knobs": knobs,
                                 "wait_fraction_before": wait,
                                 "wait_fraction_after": after.wait_fraction,
@@ -314,11 +332,17 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
     finally:
         for b in built:
             shutdown(b)
+        built.clear()
         stop_processes([p for p in worker_processes() if p.pid not in before])
+        # spawn/forkserver queues keep named semaphores in /dev/shm until they are collected
+        import gc
+
+        gc.collect()
     return Diagnosis(target=target, bound=bound, loader_batches_per_s=loader_bps,
                      step_batches_per_s=step_bps, wait_fraction=wait,
                      num_workers=obj.num_workers if is_dl else None,
-                     one_process_batches_per_s=one, cpu_share=cpu_share, hotspots=hs,
+                     one_process_batches_per_s=one, cpu_share=cpu_share,
+                     first_batch_s=alone.first_batch_s, hotspots=hs,
                      hotspots_how=how, suggestion=suggestion, verified=verified,
                      timeline=tl_path)
 
@@ -339,6 +363,12 @@ def _suggest(bound, loader_bps, one_bps, step_bps, cpu_share, hs, cores, nw, p99
             f"the loader makes {loader_bps:,.1f} batches/s, {loader_bps / step_bps:.1f}x what "
             f"the step takes ({step_bps:,.1f}/s): the step is the bound, no loader knob speeds "
             f"this loop up; profile the step{fewer}")}
+    if nw and one_bps >= IN_PROCESS_RATIO * step_bps:
+        return {"knobs": {"num_workers": 0}, "why": (
+            f"one process makes {one_bps:,.0f} batches/s, {one_bps / step_bps:,.0f}x the "
+            f"step's {step_bps:,.1f}: loading in the loop costs "
+            f"{1e3 / one_bps:.2f} ms a batch, less than the workers' hand-over and start-up "
+            f"cost; num_workers=0. {top}")}
     io = cpu_share is not None and cpu_share < IO_CPU_SHARE
     cap = 4 * cores if io else cores  # waiting work (sleep, I/O) needs no core per worker
     s = suggest_loader(one_bps, step_bps, cores=cap, batch_time_p99_s=p99)
@@ -357,6 +387,36 @@ def _suggest(bound, loader_bps, one_bps, step_bps, cpu_share, hs, cores, nw, p99
     else:
         why, knobs = f"{s.reason}; {kind}; {top}", s.loader_kwargs()
     return {"knobs": knobs, "why": why}
+
+
+#: A first batch slower than this many steady batches (and than 1 s) is a start-up cost.
+STARTUP_BATCHES, STARTUP_MIN_S = 20, 1.0
+
+
+def _startup(loader, first_s: float, loader_bps: float) -> str | None:
+    """What the first batch's wait says, when worker start-up dominates it; else None."""
+    import multiprocessing
+    import pickle
+
+    if loader.num_workers == 0 or first_s < max(STARTUP_MIN_S, STARTUP_BATCHES / loader_bps):
+        return None
+    ctx = loader.multiprocessing_context
+    method = (ctx if isinstance(ctx, str) else ctx.get_start_method() if ctx is not None
+              else multiprocessing.get_start_method())
+    what = f"{loader.num_workers} {method} worker{'s' if loader.num_workers > 1 else ''} start"
+    if method in ("spawn", "forkserver"):
+        try:
+            mb = len(pickle.dumps(loader.dataset, protocol=pickle.HIGHEST_PROTOCOL)) / 1e6
+        except Exception as e:  # an unpicklable dataset fails in the worker, not here
+            mb, what = None, what + f" (the dataset does not pickle: {type(e).__name__})"
+        if mb is not None:
+            what += (f", each importing torch and unpickling the dataset ({mb:,.1f} MB "
+                     "pickled)")
+            if mb > 10:
+                what += ("; keep the dataset object small (paths and offsets, open files "
+                         "lazily in the worker) or use fork")
+    return (f"the first batch took {first_s:.1f} s, {first_s * loader_bps:,.0f} batches' worth: "
+            f"{what}. Without persistent_workers=True every epoch pays it again")
 
 
 def _apply(factory, obj, knobs, rebuild_loader):

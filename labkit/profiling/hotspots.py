@@ -14,6 +14,7 @@ import pstats
 import time
 from dataclasses import dataclass
 from itertools import islice
+from pathlib import Path
 
 #: Frames from these files are the loader's machinery, not the learner's data path (collate
 #: is not among them: a heavy default_collate is a hotspot worth naming).
@@ -42,6 +43,34 @@ class Hotspot:
         return f"{self.share:6.1%}  {self.name}{via}  {self.where}"
 
 
+def _qualname(filename: str, lineno: int, name: str, _cache: dict = {}) -> str:  # noqa: B006
+    """``Class.method`` for a method (cProfile keeps only ``method``); else ``name``."""
+    import ast
+
+    if filename not in _cache:
+        try:
+            tree = ast.parse(Path(filename).read_text())
+        except (OSError, SyntaxError, ValueError):
+            tree = None
+        found: dict = {}
+
+        def walk(node, prefix):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    q = f"{prefix}{child.name}"
+                    first = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                    found[first] = found[child.lineno] = q
+                    walk(child, q + "." if isinstance(child, ast.ClassDef) else q + ".<locals>.")
+                else:
+                    walk(child, prefix)
+
+        if tree is not None:
+            walk(tree, "")
+        _cache[filename] = found
+    q = _cache[filename].get(lineno)
+    return q if q and q.rsplit(".", 1)[-1] == name else name
+
+
 def _is_builtin(func) -> bool:
     return func[0] == "~" or func[0].startswith("<")
 
@@ -66,7 +95,8 @@ def hotspots_from_stats(stats: pstats.Stats, total_s: float, top: int = 5) -> li
         if _is_builtin(func) or any(m in func[0] for m in _MACHINERY):
             continue
         v = via.get(func, ("", 0.0))
-        out.append(Hotspot(name=func[2], where=f"{func[0]}:{func[1]}", share=s / total_s,
+        out.append(Hotspot(name=_qualname(func[0], func[1], func[2]),
+                           where=f"{func[0]}:{func[1]}", share=s / total_s,
                            via=v[0] if v[1] > 0.5 * s else ""))
         if len(out) == top:
             break
