@@ -9,6 +9,7 @@ and measure again. ``labkit diagnose MODULE:FACTORY`` runs it from the command l
 
 from __future__ import annotations
 
+import gc
 import importlib
 import inspect
 import math
@@ -335,8 +336,6 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
         built.clear()
         stop_processes([p for p in worker_processes() if p.pid not in before])
         # spawn/forkserver queues keep named semaphores in /dev/shm until they are collected
-        import gc
-
         gc.collect()
     return Diagnosis(target=target, bound=bound, loader_batches_per_s=loader_bps,
                      step_batches_per_s=step_bps, wait_fraction=wait,
