@@ -60,7 +60,8 @@ from .instruments.shuffling import shard_of_bounds, shuffle_quality
 from .loading.loaders import make_loader, shutdown, worker_processes
 from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
 from .profiling import bench as _profiling_bench  # noqa: F401 (registers the benchmark)
-from .profiling.diagnose import DiagnoseError, Diagnosis, diagnose
+from .profiling.diagnose import diagnose
+from .profiling.diagnosis import DiagnoseError, Diagnosis
 from .profiling.hotspots import Hotspot, profile_in_process
 from .profiling.lanes import plot_timelines
 from .profiling.rebuild import rebuild_loader

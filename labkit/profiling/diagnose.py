@@ -12,114 +12,16 @@ from __future__ import annotations
 import gc
 import importlib
 import inspect
-import math
 import os
 import signal
 import sys
 import threading
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import LabkitError
-from .hotspots import Hotspot
-
-#: A loop waiting for data more than this share of its time is loader-bound.
-LOADER_BOUND_WAIT = 0.25
-#: ... and less than this, with the loader this many times faster than the step: step-bound.
-STEP_BOUND_WAIT, STEP_BOUND_RATIO = 0.10, 1.5
-#: One process this many times faster than the step: workers cost more than they give.
-IN_PROCESS_RATIO = 10
-#: Data-path work that is less than this share CPU (sleep, I/O) needs no core per worker.
-IO_CPU_SHARE = 0.5
-
-
-class DiagnoseError(LabkitError):
-    """The loader to diagnose could not be built, iterated or measured (the message says which)."""
-
-
-@dataclass
-class Diagnosis:
-    """What :func:`diagnose` found; ``str()`` is the report, :meth:`as_dict` its JSON."""
-
-    target: str
-    bound: str                          # "loader", "step" or "balanced"
-    loader_batches_per_s: float
-    step_batches_per_s: float | None
-    wait_fraction: float | None
-    num_workers: int | None             # the loader's, None if not a DataLoader
-    one_process_batches_per_s: float | None
-    cpu_share: float | None             # CPU / wall of the data path in this process
-    first_batch_s: float | None = None  # iter() to the first batch: worker start-up included
-    hotspots: list[Hotspot] = field(default_factory=list)
-    hotspots_how: str = ""
-    suggestion: dict = field(default_factory=dict)   # {"knobs": {...}, "why": "..."}
-    verified: dict = field(default_factory=dict)     # {"done": bool, "how": "...", ...}
-    timeline: str | None = None
-
-    def as_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in (
-            "target", "bound", "loader_batches_per_s", "step_batches_per_s", "wait_fraction",
-            "num_workers", "one_process_batches_per_s", "cpu_share", "first_batch_s",
-            "hotspots_how",
-            "suggestion", "verified", "timeline")}
-        d["hotspots"] = [h.as_dict() for h in self.hotspots]
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
-
-    def as_observations(self, name: str | None = None, config: dict | None = None) -> list:
-        """Observations for a checkpoint: rates, wait fraction, the bound (``ckpt.add``)."""
-        from ..records.checkpoint import observation_name
-
-        n = observation_name(name or f"diagnose.{self.target}")
-        cfg = {"num_workers": self.num_workers, **(config or {})}
-        obs = [{"name": f"{n}.bound", "value": self.bound, "unit": "", "config": cfg,
-                "note": self.suggestion.get("why")},
-               {"name": f"{n}.loader_batches_per_s", "value": round(self.loader_batches_per_s, 2),
-                "unit": "batches/s", "config": cfg, "note": None}]
-        if self.wait_fraction is not None and not math.isnan(self.wait_fraction):
-            obs.append({"name": f"{n}.wait_fraction", "value": round(self.wait_fraction, 4),
-                        "unit": "fraction", "config": cfg, "note": "data-wait / loop time"})
-        after = self.verified.get("wait_fraction_after")
-        if after is not None:
-            obs.append({"name": f"{n}.verified_wait_fraction", "value": round(after, 4),
-                        "unit": "fraction", "config": {**cfg, **self.suggestion.get("knobs", {})},
-                        "note": self.verified.get("how")})
-        return obs
-
-    def __str__(self) -> str:
-        def f(x, fmt="{:,.1f}"):
-            return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
-
-        lines = [f"diagnose {self.target}",
-                 f"  bound:                 {self.bound}",
-                 f"  loader_batches_per_s:  {f(self.loader_batches_per_s)}"
-                 f"  (num_workers={self.num_workers if self.num_workers is not None else 'n/a'};"
-                 f" one process: {f(self.one_process_batches_per_s)})",
-                 f"  step_batches_per_s:    {f(self.step_batches_per_s)}",
-                 f"  wait_fraction:         {f(self.wait_fraction, '{:.1%}')}",
-                 f"  data path CPU share:   {f(self.cpu_share, '{:.0%}')}",
-                 f"  first batch:           {f(self.first_batch_s, '{:.2f} s')}",
-                 f"  hotspots ({self.hotspots_how}):"]
-        lines += [f"    {h}" for h in self.hotspots] or ["    none found"]
-        knobs = self.suggestion.get("knobs") or {}
-        lines.append(f"  suggestion:            {knobs or 'no knob'}")
-        lines.append(f"    why: {self.suggestion.get('why', '')}")
-        if self.suggestion.get("startup"):
-            lines.append(f"    start-up: {self.suggestion['startup']}")
-        v = self.verified
-        if v.get("done"):
-            lines.append(f"  verified:              wait_fraction "
-                         f"{f(v['wait_fraction_before'], '{:.1%}')}"
-                         f" -> {f(v['wait_fraction_after'], '{:.1%}')}, loop "
-                         f"{f(v['loop_batches_per_s_before'])} -> "
-                         f"{f(v['loop_batches_per_s_after'])} batches/s, bound after: "
-                         f"{v['bound_after']} ({v['how']})")
-        else:
-            lines.append(f"  verified:              no: {v.get('how', '')}")
-        if self.timeline:
-            lines.append(f"  timeline:              {self.timeline}")
-        return "\n".join(lines)
+from .advice import classify, cpu_available, startup_note, suggest_knobs
+from .diagnosis import DiagnoseError, Diagnosis
 
 
 def load_factory(spec: str):
@@ -190,26 +92,6 @@ def _loop_batches_per_s(m) -> float:
     return _batches_per_s(m)
 
 
-def cpu_available(seconds: float = 0.2) -> float:
-    """Share of a core this process gets while spinning ``seconds`` (1.0 on an idle machine)."""
-    import time
-
-    wall, cpu = time.perf_counter(), time.process_time()
-    while time.perf_counter() - wall < seconds:
-        pass
-    return max(0.05, (time.process_time() - cpu) / (time.perf_counter() - wall))
-
-
-def classify(wait: float | None, loader_bps: float, step_bps: float | None) -> str:
-    """The bound from the measured wait fraction and the two rates (see the constants)."""
-    if step_bps is None or wait is None or math.isnan(wait):
-        return "loader"  # a loop that only loads is bound by the loader by definition
-    if wait > LOADER_BOUND_WAIT:
-        return "loader"
-    if wait < STEP_BOUND_WAIT and loader_bps >= STEP_BOUND_RATIO * step_bps:
-        return "step"
-    return "balanced"
-
 
 def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
              timeline: str | os.PathLike | None = None, time_limit_s: float | None = 120,
@@ -233,7 +115,7 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
     from ..instruments.meter import measure, simulated_step
     from ..loading.loaders import shutdown, worker_processes
     from ..loading.processes import stop_processes
-    from ..studies.tuning import suggest_loader, usable_cores
+    from ..studies.tuning import usable_cores
     from .hotspots import profile_in_process
     from .rebuild import rebuild_loader
 
@@ -294,9 +176,9 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
                 if is_dl else loader_bps
             p99 = alone.latency_ms(99) / 1e3 if not is_dl or obj.num_workers == 0 else None
 
-            suggestion = _suggest(bound, loader_bps, one, step_bps, cpu_share, hs, cores,
-                                  obj.num_workers if is_dl else None, p99, suggest_loader)
-            startup = _startup(obj, alone.first_batch_s, loader_bps) if is_dl else None
+            suggestion = suggest_knobs(bound, loader_bps, one, step_bps, cpu_share, hs, cores,
+                                  obj.num_workers if is_dl else None, p99)
+            startup = startup_note(obj, alone.first_batch_s, loader_bps) if is_dl else None
             if startup:
                 suggestion["startup"] = startup
                 if (not obj.persistent_workers and step is not None
@@ -344,78 +226,6 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
                      first_batch_s=alone.first_batch_s, hotspots=hs,
                      hotspots_how=how, suggestion=suggestion, verified=verified,
                      timeline=tl_path)
-
-
-def _suggest(bound, loader_bps, one_bps, step_bps, cpu_share, hs, cores, nw, p99,
-             suggest_loader) -> dict:
-    top = (f"the data path's top hotspot is {hs[0].name} ({hs[0].where}, {hs[0].share:.0%} "
-           "of its time)") if hs else "no hotspot stands out"
-    if step_bps is None:
-        return {"knobs": {}, "why": (
-            f"no step given (--step-ms): a loader is only too slow for a step. One process "
-            f"makes {one_bps:,.1f} batches/s, this loader {loader_bps:,.1f}; {top}")}
-    if bound == "step":
-        s = suggest_loader(one_bps, step_bps, cores=cores)
-        fewer = (f"; {s.num_workers} worker(s) would keep up and free cores"
-                 if nw is not None and s.num_workers < nw else "")
-        return {"knobs": {}, "why": (
-            f"the loader makes {loader_bps:,.1f} batches/s, {loader_bps / step_bps:.1f}x what "
-            f"the step takes ({step_bps:,.1f}/s): the step is the bound, no loader knob speeds "
-            f"this loop up; profile the step{fewer}")}
-    if nw and one_bps >= IN_PROCESS_RATIO * step_bps:
-        return {"knobs": {"num_workers": 0}, "why": (
-            f"one process makes {one_bps:,.0f} batches/s, {one_bps / step_bps:,.0f}x the "
-            f"step's {step_bps:,.1f}: loading in the loop costs "
-            f"{1e3 / one_bps:.2f} ms a batch, less than the workers' hand-over and start-up "
-            f"cost; num_workers=0. {top}")}
-    io = cpu_share is not None and cpu_share < IO_CPU_SHARE
-    cap = 4 * cores if io else cores  # waiting work (sleep, I/O) needs no core per worker
-    s = suggest_loader(one_bps, step_bps, cores=cap, batch_time_p99_s=p99)
-    kind = (f"the data path is {cpu_share:.0%} CPU (mostly waiting: workers beyond the "
-            f"{cores} cores still help, capped at {cap})" if io else
-            f"the data path is {cpu_share:.0%} CPU: one worker per core at most ({cores})")
-    if s.limited_by == "cores":
-        why = (f"{s.reason}. No knob fixes this on {cores} cores: {top}; make that cheaper "
-               "(or move it off the data path)")
-        knobs = s.loader_kwargs() if nw is None or s.num_workers > nw else {}
-    elif nw is not None and nw >= s.num_workers:
-        why = (f"it already has {nw} workers, as many as {s.num_workers} the arithmetic asks "
-               f"for ({s.reason}), yet it waits: the per-batch hand-over to the main process "
-               f"or a start-up cost is the bound, not a knob; {top}")
-        knobs = {}
-    else:
-        why, knobs = f"{s.reason}; {kind}; {top}", s.loader_kwargs()
-    return {"knobs": knobs, "why": why}
-
-
-#: A first batch slower than this many steady batches (and than 1 s) is a start-up cost.
-STARTUP_BATCHES, STARTUP_MIN_S = 20, 1.0
-
-
-def _startup(loader, first_s: float, loader_bps: float) -> str | None:
-    """What the first batch's wait says, when worker start-up dominates it; else None."""
-    import multiprocessing
-    import pickle
-
-    if loader.num_workers == 0 or first_s < max(STARTUP_MIN_S, STARTUP_BATCHES / loader_bps):
-        return None
-    ctx = loader.multiprocessing_context
-    method = (ctx if isinstance(ctx, str) else ctx.get_start_method() if ctx is not None
-              else multiprocessing.get_start_method())
-    what = f"{loader.num_workers} {method} worker{'s' if loader.num_workers > 1 else ''} start"
-    if method in ("spawn", "forkserver"):
-        try:
-            mb = len(pickle.dumps(loader.dataset, protocol=pickle.HIGHEST_PROTOCOL)) / 1e6
-        except Exception as e:  # an unpicklable dataset fails in the worker, not here
-            mb, what = None, what + f" (the dataset does not pickle: {type(e).__name__})"
-        if mb is not None:
-            what += (f", each importing torch and unpickling the dataset ({mb:,.1f} MB "
-                     "pickled)")
-            if mb > 10:
-                what += ("; keep the dataset object small (paths and offsets, open files "
-                         "lazily in the worker) or use fork")
-    return (f"the first batch took {first_s:.1f} s, {first_s * loader_bps:,.0f} batches' worth: "
-            f"{what}. Without persistent_workers=True every epoch pays it again")
 
 
 def _apply(factory, obj, knobs, rebuild_loader):
