@@ -138,13 +138,23 @@ def test_without_a_step_the_loader_alone_is_measured():
 
 def test_heavy_pickling_at_spawn_start_is_named():
     d = diagnose_json("heavy_pickle", "--step-ms", 10, "--batches", 6)
-    assert d["first_batch_s"] > 1.0
-    startup = d["suggestion"]["startup"]
-    assert "spawn worker" in startup and "MB pickled" in startup
-    assert d["suggestion"]["knobs"].get("persistent_workers") is True
+    assert d["first_batch_s"] > 1.0, d
+    startup = d["suggestion"].get("startup", "")
+    assert "spawn worker" in startup and "MB pickled" in startup, d
+    assert d["suggestion"]["knobs"].get("persistent_workers") is True, d
 
 
 def test_loading_in_process_is_suggested_when_workers_cost_more_than_they_give():
     d = diagnose_json("fast_with_workers", "--step-ms", 2)  # one process: ~30k batches/s
     if d["bound"] != "step":  # the hand-over can keep up on a quiet machine
         assert d["suggestion"]["knobs"] == {"num_workers": 0}
+
+
+def test_workers_are_sampled_or_the_reason_given():
+    d = diagnose_json("fast_with_workers", "--step-ms", 2)
+    ok, why = lk.pyspy_status()
+    if ok:
+        assert d["worker_sampling"].startswith("py-spy") and d["worker_hotspots"]
+    else:
+        assert why in d["worker_sampling"] and d["worker_hotspots"] == []
+    assert lk.worker_processes() == []

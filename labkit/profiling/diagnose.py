@@ -175,6 +175,10 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
             one = _batches_per_s(run("measuring one process (num_workers=0)", inproc)) \
                 if is_dl else loader_bps
             p99 = alone.latency_ms(99) / 1e3 if not is_dl or obj.num_workers == 0 else None
+            worker_top, worker_how = [], ""
+            if is_dl and obj.num_workers > 0:
+                limit.phase = "sampling the workers (py-spy)"
+                worker_top, worker_how = _sample_workers(obj, step)
 
             suggestion = suggest_knobs(bound, loader_bps, one, step_bps, cpu_share, hs, cores,
                                   obj.num_workers if is_dl else None, p99)
@@ -224,8 +228,20 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
                      num_workers=obj.num_workers if is_dl else None,
                      one_process_batches_per_s=one, cpu_share=cpu_share,
                      first_batch_s=alone.first_batch_s, hotspots=hs,
-                     hotspots_how=how, suggestion=suggestion, verified=verified,
+                     hotspots_how=how, worker_hotspots=worker_top,
+                     worker_sampling=worker_how, suggestion=suggestion, verified=verified,
                      timeline=tl_path)
+
+
+def _sample_workers(loader, step) -> tuple[list, str]:
+    """The workers' innermost frames by share (py-spy, one second), or why there are none."""
+    from .sampling import pyspy_status, sample_workers
+
+    ok, why = pyspy_status()
+    if not ok:
+        return [], f"not sampled: {why}; the in-process profile above stands in for them"
+    ws = sample_workers(loader, seconds=1, step=step)
+    return [{"frame": f, "share": round(s, 4)} for f, s in ws.top(5)], ws.how
 
 
 def _apply(factory, obj, knobs, rebuild_loader):

@@ -28,6 +28,8 @@ class Diagnosis:
     first_batch_s: float | None = None  # iter() to the first batch: worker start-up included
     hotspots: list[Hotspot] = field(default_factory=list)
     hotspots_how: str = ""
+    worker_hotspots: list = field(default_factory=list)  # [{"frame", "share"}] from py-spy
+    worker_sampling: str = ""                             # how, or why not
     suggestion: dict = field(default_factory=dict)   # {"knobs": {...}, "why": "..."}
     verified: dict = field(default_factory=dict)     # {"done": bool, "how": "...", ...}
     timeline: str | None = None
@@ -36,8 +38,8 @@ class Diagnosis:
         d = {k: getattr(self, k) for k in (
             "target", "bound", "loader_batches_per_s", "step_batches_per_s", "wait_fraction",
             "num_workers", "one_process_batches_per_s", "cpu_share", "first_batch_s",
-            "hotspots_how",
-            "suggestion", "verified", "timeline")}
+            "hotspots_how", "worker_hotspots", "worker_sampling", "suggestion", "verified",
+            "timeline")}
         d["hotspots"] = [h.as_dict() for h in self.hotspots]
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
 
@@ -76,6 +78,9 @@ class Diagnosis:
                  f"  first batch:           {f(self.first_batch_s, '{:.2f} s')}",
                  f"  hotspots ({self.hotspots_how}):"]
         lines += [f"    {h}" for h in self.hotspots] or ["    none found"]
+        if self.worker_sampling:
+            lines.append(f"  inside the workers ({self.worker_sampling}):")
+            lines += [f"    {w['share']:6.1%}  {w['frame']}" for w in self.worker_hotspots]
         knobs = self.suggestion.get("knobs") or {}
         lines.append(f"  suggestion:            {knobs or 'no knob'}")
         lines.append(f"    why: {self.suggestion.get('why', '')}")
