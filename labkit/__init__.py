@@ -4,8 +4,9 @@ Laid out by concept, one subpackage each (every module's first docstring line na
 chapters it serves): ``data`` (fixtures, writers, faults, teaching datasets), ``images``
 (decoders, folder and packed datasets, augmentation, GPU paths, stage costs), ``streams``
 (one rank x worker split base; array, row-group and tar-shard streams), ``loading``
-(make_loader, prefetchers, batches, processes), ``instruments`` (meter, measurement, timer,
-audits, memory, page cache, shuffle quality), ``studies`` (resume, tuning, capstone, bake-off,
+(make_loader, prefetchers, batches, processes), ``profiling`` (timelines, torch.profiler,
+sampling workers, diagnose), ``instruments`` (meter, measurement, timer, audits, memory,
+page cache, shuffle quality), ``studies`` (resume, tuning, capstone, bake-off,
 benchmarks), ``remote`` (HTTP server, torchrun), ``display`` (dashboard, plots, figures),
 ``records`` (checkpoint, machine, report, decisions, ``labkit run``). ``errors``, ``paths``,
 ``scale`` and ``cli`` sit at the top.
@@ -62,6 +63,21 @@ from .instruments.shuffling import shard_of_bounds, shuffle_quality
 from .instruments.timer import Timing, best_of
 from .loading.loaders import make_loader, shutdown, worker_processes
 from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
+from .profiling import bench as _profiling_bench  # noqa: F401 (registers the benchmark)
+from .profiling.diagnose import diagnose
+from .profiling.diagnosis import DiagnoseError, Diagnosis
+from .profiling.hotspots import Hotspot, profile_in_process
+from .profiling.lanes import plot_timelines
+from .profiling.rebuild import rebuild_loader
+from .profiling.sampling import WorkerSample, pyspy_status, sample_workers
+from .profiling.timeline import Timeline, record_timeline
+from .profiling.torchprof import (
+    TraceSummary,
+    profile_loop,
+    profiler_device_note,
+    profiler_overhead,
+    read_trace,
+)
 from .records.checkpoint import Checkpoint, read_checkpoint
 from .records.decisions import decision_table, format_decision_table
 from .records.machine import environment, format_environment, versions
@@ -116,10 +132,13 @@ __all__ = [
     "Dashboard",
     "DashboardModel",
     "DataFormatError",
+    "DiagnoseError",
+    "Diagnosis",
     "DocumentEpoch",
     "Fault",
     "Fixture",
     "FixtureError",
+    "Hotspot",
     "ImageFolderDataset",
     "LabkitError",
     "LoaderAdapter",
@@ -144,15 +163,18 @@ __all__ = [
     "Suggestion",
     "TarShardStream",
     "ThreadPrefetcher",
+    "Timeline",
     "Timing",
     "TinyLM",
     "TokenBatches",
     "TokenCorpus",
     "TorchrunResult",
+    "TraceSummary",
     "TuningResult",
     "TuningStep",
     "WorkDataset",
     "WorkerMemory",
+    "WorkerSample",
     "audit",
     "available_decoders",
     "best_of",
@@ -169,6 +191,7 @@ __all__ = [
     "decision_table",
     "decode_jpeg",
     "deliveries",
+    "diagnose",
     "document_mask",
     "ensure_fixtures",
     "environment",
@@ -215,6 +238,7 @@ __all__ = [
     "plot_shuffle_quality",
     "plot_stages",
     "plot_throughput",
+    "plot_timelines",
     "plot_token_rates",
     "plot_tuning",
     "plot_wait_compute",
@@ -223,10 +247,18 @@ __all__ = [
     "prefix_error",
     "prepare_bakeoff",
     "probe_loader",
+    "profile_in_process",
+    "profile_loop",
+    "profiler_device_note",
+    "profiler_overhead",
+    "pyspy_status",
     "random_mix",
     "random_windows",
     "range_worker_init",
     "read_checkpoint",
+    "read_trace",
+    "rebuild_loader",
+    "record_timeline",
     "resolve_scale",
     "resume_trial",
     "run_bakeoff",
@@ -234,6 +266,7 @@ __all__ = [
     "run_capped",
     "run_notebooks",
     "run_tuning",
+    "sample_workers",
     "serve",
     "shard_of_bounds",
     "shard_plan",

@@ -1,4 +1,4 @@
-"""The ``labkit`` command: fixtures, env, run, report, bench, lab (chapter 00; every chapter).
+"""The ``labkit`` command: fixtures, env, run, report, bench, diagnose, lab (chapter 00 on).
 
 Every subcommand has ``--help``; bad arguments and bad input (unknown scale, notebook,
 benchmark, corrupted fixture, unwritable folder) print one clear line and exit 2.
@@ -82,6 +82,15 @@ def _cmd_bench(args) -> int:
     return 0
 
 
+def _cmd_diagnose(args) -> int:
+    from .profiling.diagnose import run_diagnose
+
+    d = run_diagnose(args.factory, step_ms=args.step_ms, batches=args.batches,
+                     timeline=args.timeline, time_limit_s=args.time_limit)
+    print(json.dumps(d.as_dict(), indent=2) if args.json else d)
+    return 0
+
+
 def _cmd_lab(args) -> int:
     from .data.fixtures import ensure_fixtures
     from .paths import notebooks_dir
@@ -154,6 +163,21 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print the figures as JSON")
     b.add_argument("--list", action="store_true", help="list the benchmarks")
     b.set_defaults(fn=_cmd_bench)
+
+    d = sub.add_parser("diagnose", help="find what bounds your own DataLoader, and a fix")
+    d.add_argument("factory", metavar="MODULE:FACTORY",
+                   help="a zero-argument callable returning a DataLoader or any iterable of "
+                        "batches: mypkg.data:make_loader or path/to/train.py:make_loader")
+    d.add_argument("--step-ms", type=float, default=None, metavar="MS",
+                   help="the training step the loader must feed, in ms (default: no step)")
+    d.add_argument("--batches", type=int, default=40, metavar="N",
+                   help="batches per measured pass (default 40)")
+    d.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    d.add_argument("--timeline", default=None, metavar="PATH",
+                   help="also draw a per-batch worker timeline to this PNG")
+    d.add_argument("--time-limit", type=float, default=300, metavar="S",
+                   help="give up after this many seconds, naming the phase (default 300)")
+    d.set_defaults(fn=_cmd_diagnose)
 
     lab = sub.add_parser("lab", help="make the fixtures, then open JupyterLab on the chapters")
     scale_opt(lab)

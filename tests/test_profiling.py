@@ -1,0 +1,102 @@
+"""Chapter 13's tools: the per-batch timeline, torch.profiler traces, sampling workers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import labkit as lk
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_timeline_has_every_batch_once_from_the_right_worker(num_workers):
+    loader = lk.make_loader(lk.WorkDataset(96, ms=0.2), batch_size=8, num_workers=num_workers)
+    tl = lk.record_timeline(loader, step=lk.simulated_step(1), max_batches=10)
+    assert [r["batch"] for r in tl.loop] == list(range(10))
+    made = [b["batch"] for b in tl.batches]
+    assert made[:10] == list(range(10)) and len(set(made)) == len(made)
+    for b in tl.batches:
+        assert b["worker"] == (b["batch"] % num_workers if num_workers else -1)
+        assert b["start"] <= b["fetched"] <= b["end"]
+    # a batch is in the loop's hands only after its worker finished it (one clock for all)
+    ends = {b["batch"]: b["end"] for b in tl.batches}
+    assert all(ends[r["batch"]] <= r["got"] + 1e-6 for r in tl.loop)
+    assert 0 <= tl.wait_fraction <= 1
+    assert lk.worker_processes() == []
+
+
+def test_timeline_of_a_loader_bound_loop_waits_and_of_a_step_bound_one_does_not():
+    ds = lk.WorkDataset(200, ms=2.0, kind="sleep")   # 16 ms a batch
+    loader = lk.make_loader(ds, batch_size=8)
+    slow_loader = lk.record_timeline(loader, step=lk.simulated_step(1.6), max_batches=8)
+    slow_step = lk.record_timeline(loader, step=lk.simulated_step(160), max_batches=4,
+                                   num_workers=2)
+    assert slow_loader.wait_fraction > 0.5
+    assert slow_step.wait_fraction < 0.2
+    fig = slow_step.plot()
+    assert len(fig.axes[0].get_yticks()) == 3  # loop, worker 0, worker 1
+
+
+def test_timeline_of_an_iterable_dataset():
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return (torch.zeros(4) for _ in range(40))
+
+    tl = lk.record_timeline(lk.make_loader(Stream(), batch_size=8), max_batches=10)
+    assert len(tl.loop) == 5 and len(tl.batches) == 5
+
+
+def test_profile_loop_sorts_data_wait_from_the_step(tmp_path):
+    loader = lk.make_loader(lk.WorkDataset(200, ms=3.0, kind="sleep"), batch_size=4)  # 12 ms
+    s = lk.profile_loop(loader, lk.simulated_step(1.2), wait=1, warmup=1, active=4,
+                        trace_dir=tmp_path)
+    assert s.path.parent == tmp_path and json.loads(s.path.read_text())["traceEvents"]
+    assert s.steps == 4
+    assert s.data_wait_ms > 3 * s.stage_ms["step"]   # planted: the loader is ~10x the step
+    assert 0.5 < s.data_wait_fraction <= 1
+    assert "data wait" in str(s)
+    assert "GPU" in lk.profiler_device_note() or "CUDA" in lk.profiler_device_note()
+
+
+def test_profiler_overhead_is_measured():
+    loader = lk.make_loader(lk.WorkDataset(64, ms=0.0), batch_size=4)
+    o = lk.profiler_overhead(loader, lk.simulated_step(0.5), batches=8, repeats=1)
+    assert o["plain_s"] > 0 and o["profiled_s"] > 0
+
+
+def test_sample_workers_names_the_worker_hotspot_or_says_why_not():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import planted_loaders as pl
+
+    loader = lk.make_loader(pl.HeavyDecode(), batch_size=8, num_workers=2)
+    s = lk.sample_workers(loader, seconds=1)
+    ok, why = lk.pyspy_status()
+    if ok:
+        assert s.sampled and len(s.pids) == 2
+        assert "decode_sample" in s.top(1)[0][0]
+        s.plot()
+    else:
+        assert not s.sampled and why in s.how
+        assert s.fallback[0].name.endswith("decode_sample")
+    assert lk.worker_processes() == []
+
+
+def test_rebuild_loader_keeps_the_batches_and_refuses_other_changes():
+    loader = torch.utils.data.DataLoader(list(range(20)), batch_size=6, drop_last=True)
+    copy = lk.rebuild_loader(loader, num_workers=2)
+    assert [b.tolist() for b in copy] == [b.tolist() for b in loader]
+    assert copy.timeout > 0
+    with pytest.raises(TypeError, match="batch_size"):
+        lk.rebuild_loader(loader, batch_size=3)
+
+
+def test_bench_profiling_runs_tiny():
+    r = lk.run_benchmark("profiling", batches=40, trials=1)
+    assert r["plain_samples_per_s"] > 0 and r["timeline_samples_per_s"] > 0
+    assert {"timeline_overhead", "torch_profiler_overhead", "goal_met"} <= set(r)
+    assert lk.worker_processes() == []
