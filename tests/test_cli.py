@@ -219,5 +219,5 @@ def test_bench_mmap_json_prints_the_ratio():
 def test_bench_mmap_runs_tiny():
     from labkit.studies.bench import run_benchmark
 
-    out = run_benchmark("mmap", mib=2, batch_kib=64, trials=2)
+    out = run_benchmark("mmap", mib=2, batch_kib=64, pairs=3)
     assert out["ratio"] > 0 and isinstance(out["goal_met"], bool)
