@@ -7,7 +7,8 @@ chapters it serves): ``data`` (fixtures, writers, faults, teaching datasets), ``
 (make_loader, prefetchers, batches, processes), ``instruments`` (meter, measurement, audits,
 memory, page cache, shuffle quality), ``studies`` (resume, tuning, capstone, bake-off,
 benchmarks), ``remote`` (HTTP server, torchrun), ``display`` (dashboard, plots, figures),
-``records`` (checkpoint, machine, report, decisions, ``labkit run``). ``errors``, ``paths``,
+``records`` (checkpoint, machine, report, decisions, ``labkit run``), ``formats``
+(LMDB, HDF5, TFRecord, tensors on disk, the open-before-fork trap). ``errors``, ``paths``,
 ``scale`` and ``cli`` sit at the top.
 The public API is exactly ``__all__`` (sorted, checked by a test); notebooks use only it.
 """
@@ -36,6 +37,20 @@ from .display.plots import (
 )
 from .display.widget import Dashboard
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
+from .formats.hdf5rows import Hdf5Rows, write_hdf5
+from .formats.lazy import LazyFile
+from .formats.lmdbrows import LmdbRows, write_lmdb
+from .formats.table import (
+    FormatRow,
+    StoredFormat,
+    format_formats,
+    measure_formats,
+    read_back,
+    write_formats,
+)
+from .formats.tensorfiles import TensorFiles, write_tensor_files
+from .formats.tfrecords import TFRecordRows, masked_crc, read_record, write_tfrecord
+from .formats.trap import EagerHdf5Rows, EagerLmdbRows, TrapOutcome, trap_trial
 from .images.augment import make_augment
 from .images.decode import available_decoders, decode_jpeg, fastest_decoder, file_bytes
 from .images.folder import ImageFolderDataset, skip_collate
@@ -106,11 +121,17 @@ __all__ = [
     "Dashboard",
     "DashboardModel",
     "DataFormatError",
+    "EagerHdf5Rows",
+    "EagerLmdbRows",
     "Fault",
     "Fixture",
     "FixtureError",
+    "FormatRow",
+    "Hdf5Rows",
     "ImageFolderDataset",
     "LabkitError",
+    "LazyFile",
+    "LmdbRows",
     "LoaderAdapter",
     "Measurement",
     "MemmapBatches",
@@ -128,10 +149,14 @@ __all__ = [
     "ShardPlan",
     "ShardStream",
     "StageBreakdown",
+    "StoredFormat",
     "Suggestion",
+    "TFRecordRows",
     "TarShardStream",
+    "TensorFiles",
     "ThreadPrefetcher",
     "TorchrunResult",
+    "TrapOutcome",
     "TuningResult",
     "TuningStep",
     "WorkDataset",
@@ -160,6 +185,7 @@ __all__ = [
     "format_decision_table",
     "format_environment",
     "format_fixture_table",
+    "format_formats",
     "format_resume_table",
     "format_table",
     "format_tuning",
@@ -173,9 +199,11 @@ __all__ = [
     "loader_names",
     "make_augment",
     "make_loader",
+    "masked_crc",
     "measure",
     "measure_audited",
     "measure_cold",
+    "measure_formats",
     "nvjpeg_decode",
     "open_array",
     "open_parquet",
@@ -194,7 +222,9 @@ __all__ = [
     "prepare_bakeoff",
     "probe_loader",
     "range_worker_init",
+    "read_back",
     "read_checkpoint",
+    "read_record",
     "resolve_scale",
     "resume_trial",
     "run_bakeoff",
@@ -214,6 +244,7 @@ __all__ = [
     "suggest_loader",
     "to_device",
     "torchrun",
+    "trap_trial",
     "tuned_result",
     "tuning_steps",
     "usable_cores",
@@ -222,5 +253,10 @@ __all__ = [
     "worker_memory",
     "worker_processes",
     "worker_tag",
+    "write_formats",
+    "write_hdf5",
+    "write_lmdb",
     "write_report",
+    "write_tensor_files",
+    "write_tfrecord",
 ]
