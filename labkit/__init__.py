@@ -37,6 +37,14 @@ from .display.plots import (
 )
 from .display.widget import Dashboard
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
+from .formats.ahead import (
+    ResizeTo,
+    break_even,
+    plot_break_even,
+    raw_ahead,
+    read_decode_rate,
+    resize_ahead,
+)
 from .formats.hdf5rows import Hdf5Rows, write_hdf5
 from .formats.lazy import LazyFile
 from .formats.lmdbrows import LmdbRows, write_lmdb
@@ -142,6 +150,7 @@ __all__ = [
     "ParquetRowGroups",
     "PyObjectRows",
     "RecordError",
+    "ResizeTo",
     "ResumeTrial",
     "RowRange",
     "SCALES",
@@ -163,6 +172,7 @@ __all__ = [
     "WorkerMemory",
     "audit",
     "available_decoders",
+    "break_even",
     "build_loader",
     "cleanup_bakeoff",
     "compare",
@@ -210,6 +220,7 @@ __all__ = [
     "pack_images",
     "page_cache_residency",
     "plot_bakeoff",
+    "plot_break_even",
     "plot_heatmap",
     "plot_rates",
     "plot_scaling",
@@ -222,9 +233,12 @@ __all__ = [
     "prepare_bakeoff",
     "probe_loader",
     "range_worker_init",
+    "raw_ahead",
     "read_back",
     "read_checkpoint",
+    "read_decode_rate",
     "read_record",
+    "resize_ahead",
     "resolve_scale",
     "resume_trial",
     "run_bakeoff",

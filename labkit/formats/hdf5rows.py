@@ -1,4 +1,4 @@
-"""(chapter 12) Rows in an HDF5 dataset: contiguous or chunked, with or without compression.
+"""Rows in an HDF5 dataset: contiguous or chunked, with or without compression (chapter 12).
 
 A contiguous dataset is one block of bytes (a row is an offset, like a memory map); a chunked
 one is stored in fixed-size blocks of rows, each compressed on its own, so reading one row
@@ -44,8 +44,11 @@ def _open(path: Path, key: str):
 
     try:
         f = h5py.File(path, "r")
+    except FileNotFoundError:
+        raise DataFormatError(f"{path}: not found") from None
     except OSError as e:
-        raise DataFormatError(f"{path}: not a readable HDF5 file ({e})") from None
+        what = "is truncated" if "truncated" in str(e) else "is not a readable HDF5 file"
+        raise DataFormatError(f"{path}: {what} ({e})") from None
     if key not in f:
         names = sorted(f)
         f.close()

@@ -1,4 +1,4 @@
-"""(chapter 12) A dataset that opens its file in the process that reads it, never before a fork.
+"""A dataset that opens its file in the process that reads it, never before a fork (chapter 12).
 
 A handle opened in ``__init__`` travels into every forked worker as a copy of the parent's
 memory: an LMDB environment, an HDF5 file id, an open file position. LMDB's documentation

@@ -1,4 +1,4 @@
-"""(chapter 12) Rows in an LMDB key-value store: one key per sample, read through a memory map.
+"""Rows in an LMDB key-value store: one key per sample, read through a memory map (chapter 12).
 
 LMDB is one B+tree in one memory-mapped file (``data.mdb``) plus a lock file. A read is a
 lookup in the map: no system call per sample once the pages are cached. The environment
@@ -134,7 +134,7 @@ class LmdbRows(LazyFile):
         with self.handle.begin(buffers=True) as txn:
             raw = txn.get(sample_key(i))
             if raw is None:
-                raise DataFormatError(f"{self.path}: sample {i} (key {sample_key(i).decode()}) "
-                                      "is missing")
+                raise DataFormatError(f"{self.path}: sample {i} is missing: no key "
+                                      f"{sample_key(i).decode()}")
             row = np.frombuffer(raw, dtype=self.dtype).reshape(self.shape).copy()
         return torch.from_numpy(row), i

@@ -1,4 +1,4 @@
-"""(chapter 12) One set of rows written in every format, and one table row per format.
+"""One set of rows written in every format, and one table row per format (chapter 12).
 
 :func:`write_formats` writes the same rows as a file per sample, one ``.npy``, LMDB, HDF5
 (contiguous, chunked, chunked + gzip), TFRecord with its index and ``torch.save`` per sample;

@@ -1,4 +1,4 @@
-"""(chapter 12) TFRecord files: length-prefixed, CRC-checked records, and their index.
+"""TFRecord files: length-prefixed, CRC-checked records, and their index (chapter 12).
 
 A TFRecord file is a sequence of records, each ``length (8 bytes, little-endian)``,
 ``masked crc32c of the length (4)``, ``data (length bytes)``, ``masked crc32c of the data

@@ -1,4 +1,4 @@
-"""(chapter 12) The handle-opened-before-fork trap: datasets that open in ``__init__``, and a trial.
+"""The handle-opened-before-fork trap: datasets that open in ``__init__``, and a trial (chapter 12).
 
 :class:`EagerLmdbRows` and :class:`EagerHdf5Rows` do what many tutorials do: open the
 environment or file in ``__init__`` and read through that handle in ``__getitem__``. Forked
