@@ -222,3 +222,13 @@ def test_resize_and_raw_ahead_agree(ci_fixture, tmp_path):
     assert torch.equal(raw[3][0], orig[3]["image"])
     # a re-encoded JPEG of noisy pixels is lossy per pixel; its mean brightness stays
     assert abs(resized[3]["image"].float().mean() - raw[3][0].float().mean()) < 8
+
+
+def test_bench_formats_is_registered_and_reports_its_ratio(ci_fixture):
+    from labkit.studies.bench import BENCHMARKS
+
+    ci_fixture("array")
+    assert "formats" in BENCHMARKS
+    out = lk.run_benchmark("formats", scale="ci", rows=256, trials=1, num_workers=1)
+    assert out["rows"] == 256 and out["lmdb_vs_memmap"] > 0
+    assert isinstance(out["goal_met"], bool) and out["hdf5_chunked_vs_contiguous"] > 0
