@@ -57,6 +57,7 @@ from .formats.table import (
     write_formats,
 )
 from .formats.tensorfiles import TensorFiles, write_tensor_files
+from .formats.tfdata import TfDataResult, tfdata_measure, tfdata_status
 from .formats.tfrecords import TFRecordRows, masked_crc, read_record, write_tfrecord
 from .formats.trap import EagerHdf5Rows, EagerLmdbRows, TrapOutcome, trap_trial
 from .images.augment import make_augment
@@ -163,6 +164,7 @@ __all__ = [
     "TFRecordRows",
     "TarShardStream",
     "TensorFiles",
+    "TfDataResult",
     "ThreadPrefetcher",
     "TorchrunResult",
     "TrapOutcome",
@@ -256,6 +258,8 @@ __all__ = [
     "split_by_rank",
     "stage_breakdown",
     "suggest_loader",
+    "tfdata_measure",
+    "tfdata_status",
     "to_device",
     "torchrun",
     "trap_trial",

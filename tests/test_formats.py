@@ -41,11 +41,12 @@ def test_every_format_gives_back_the_source_bytes(rows, stored):
         assert i == N - 1 and torch.equal(x, torch.from_numpy(rows[N - 1]))
 
 
-def test_table_measures_every_format(stored):
+def test_table_measures_every_format(rows, stored):
     table = lk.measure_formats(list(stored.values())[:3], num_workers=1, batch_size=50,
-                               repeats=1, warmup=0, max_batches=2)
+                               repeats=1, warmup=0, max_batches=2, reference=rows)
     text = lk.format_formats(table)
     assert all(r.random[0].samples > 0 and r.random[1].samples > 0 for r in table)
+    assert [(r.fork, r.spawn) for r in table] == [("ok", "pickles")] * 3
     assert "LMDB" in text and "object store" in text
 
 
@@ -125,7 +126,8 @@ def test_truncated_lmdb_is_refused_before_any_read(stored, tmp_path):
 
 def test_missing_lmdb_key_names_the_sample(stored, tmp_path):
     path = shutil.copytree(stored["LMDB"].path, tmp_path / "missing.lmdb")
-    with lmdb.open(str(path)) as env, env.begin(write=True) as txn:
+    size = 2 * (path / "data.mdb").stat().st_size  # the default 10 MiB map may be too small
+    with lmdb.open(str(path), map_size=size) as env, env.begin(write=True) as txn:
         txn.delete(b"00000007")
     ds = lk.LmdbRows(path)
     msg = _error(lambda: ds[7])
@@ -232,3 +234,25 @@ def test_bench_formats_is_registered_and_reports_its_ratio(ci_fixture):
     out = lk.run_benchmark("formats", scale="ci", rows=256, trials=1, num_workers=1)
     assert out["rows"] == 256 and out["lmdb_vs_memmap"] > 0
     assert isinstance(out["goal_met"], bool) and out["hdf5_chunked_vs_contiguous"] > 0
+
+
+# -- tf.data, the optional extra ---------------------------------------------------------------
+
+_TF_OK, _TF_WHY = lk.tfdata_status()
+
+
+def test_tfdata_status_says_why_when_tensorflow_is_absent():
+    if _TF_OK:
+        assert "tensorflow at" in _TF_WHY
+    else:
+        assert "not installed" in _TF_WHY and "labkit[tfdata]" in _TF_WHY
+        with pytest.raises(RuntimeError, match="not installed"):
+            lk.tfdata_measure("nothing.tfrecord")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _TF_OK, reason=_TF_WHY)
+def test_tfdata_reads_every_record_once_with_the_same_bytes(rows, stored):
+    out = lk.tfdata_measure(stored["TFRecord + index"].path, passes=1, warmup=0, shuffle=64)
+    assert (out.samples, out.unique) == (N, N)
+    assert out.sha256 == hashlib.sha256(rows.tobytes()).hexdigest()

@@ -9,6 +9,7 @@ and :func:`format_formats` prints the table. The last columns are facts, with re
 from __future__ import annotations
 
 import hashlib
+import pickle
 import statistics
 import time
 from collections.abc import Callable
@@ -140,16 +141,37 @@ class FormatRow:
     open_s: float
     random: dict[int, Measurement]  # num_workers -> random-order measurement
     sequential: Measurement
+    fork: str = "not checked"   # trap_trial outcome under fork, after the parent read
+    spawn: str = "not checked"  # "pickles" (path only: what spawn and forkserver need) or why not
 
     @property
     def facts(self) -> tuple[str, str]:
         return FACTS[self.fmt.family]
 
 
+def spawn_ready(ds) -> str:
+    """``"pickles"`` if the dataset survives a pickle round trip (what spawn and forkserver
+    workers receive) and reads the same first sample after it; else why not."""
+    try:
+        clone = pickle.loads(pickle.dumps(ds))
+    except Exception as e:  # each library refuses in its own words
+        return f"no: {type(e).__name__}: {e}"[:80]
+    same = clone[0][0].numpy().tobytes() == ds[0][0].numpy().tobytes()
+    return "pickles" if same else "pickles, reads differ"
+
+
 def measure_formats(formats: list[StoredFormat], *, num_workers: int = 2,
                     batch_size: int = 64, repeats: int = 3, warmup: int = 1,
-                    max_batches: int | None = None) -> list[FormatRow]:
-    """Random access with 0 and ``num_workers`` workers, and sequential, for each format."""
+                    max_batches: int | None = None,
+                    reference: np.ndarray | None = None) -> list[FormatRow]:
+    """Random access with 0 and ``num_workers`` workers, and sequential, for each format.
+
+    With ``reference`` (the rows that were written), each reader is also run once through
+    ``num_workers`` forked workers after the parent read through it, every row compared
+    (:func:`~labkit.trap_trial`), and checked to pickle (:func:`spawn_ready`).
+    """
+    from .trap import trap_trial
+
     rows = []
     for fmt in formats:
         ds = fmt.make()
@@ -160,7 +182,13 @@ def measure_formats(formats: list[StoredFormat], *, num_workers: int = 2,
                   for nw in sorted({0, num_workers})}
         seq = measure(make_loader(ds, batch_size=batch_size),
                       name=f"{fmt.name}, sequential", **kw)
-        rows.append(FormatRow(fmt, open_cost(fmt), random, seq))
+        row = FormatRow(fmt, open_cost(fmt), random, seq)
+        if reference is not None:
+            ds[0]  # the parent reads first, as a notebook does
+            row.fork = trap_trial(ds, reference, start_method="fork", num_workers=num_workers,
+                                  batch_size=batch_size).outcome
+            row.spawn = spawn_ready(ds)
+        rows.append(row)
     return rows
 
 
@@ -173,16 +201,19 @@ def format_formats(rows: list[FormatRow], facts: bool = True) -> str:
     """The table, one line per format: sizes, write and open cost, samples/s (range)."""
     nws = sorted(rows[0].random)
     w = max(len(r.fmt.name) for r in rows) + 2
-    head = (f"{'format':<{w}}{'write s':>8}{'MiB':>8}{'on disk':>9}{'open ms':>9}"
-            + "".join(f"{f'random {nw}w':>22}" for nw in nws) + f"{'sequential':>22}")
+    head = (f"{'format':<{w}}{'write s':>8}{'MiB':>8}{'on disk':>9}{'open ms':>10}"
+            + "".join(f"{f'random {nw}w':>25}" for nw in nws) + f"{'sequential':>25}"
+            + f"  {'fork':<6}{'spawn':<8}")
     lines = [head, "-" * len(head)]
     for r in rows:
         f = r.fmt
         lines.append(f"{f.name:<{w}}{f.write_s:>8.2f}{f.nbytes / 2**20:>8.2f}"
-                     f"{f.disk_bytes / 2**20:>9.2f}{r.open_s * 1e3:>9.2f}"
-                     + "".join(f"{_rate(r.random[nw]):>22}" for nw in nws)
-                     + f"{_rate(r.sequential):>22}")
-    lines.append("samples/s: median (min-max over passes); on disk = allocated blocks, MiB")
+                     f"{f.disk_bytes / 2**20:>9.2f}{r.open_s * 1e3:>10.2f}"
+                     + "".join(f"{_rate(r.random[nw]):>25}" for nw in nws)
+                     + f"{_rate(r.sequential):>25}  {r.fork:<6}{r.spawn.split(':')[0]:<8}")
+    lines.append("samples/s: median (min-max over passes); on disk = allocated blocks, MiB; "
+                 "fork: every row right through forked workers after the parent read; "
+                 "spawn: the dataset pickles (path only)")
     if facts:
         lines.append("")
         seen = []
