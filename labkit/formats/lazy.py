@@ -17,9 +17,9 @@ from torch.utils.data import Dataset
 
 from ..errors import DataFormatError
 
-#: Handles inherited through a fork are parked here, never closed in the child: closing an
-#: LMDB environment releases the *parent's* reader slots (it matches them by the pid the
-#: parent stored), so the child leaves the copy alone.
+#: Handles inherited through a fork are parked here: never read through, and not closed by
+#: this base class (what is safe to do with a copy is each library's business; LmdbRows
+#: closes its lock-free copy so that py-lmdb lets the worker open the files again).
 _INHERITED: list = []
 
 
