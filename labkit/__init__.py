@@ -8,7 +8,8 @@ chapters it serves): ``data`` (fixtures, writers, faults, teaching datasets), ``
 sampling workers, diagnose), ``instruments`` (meter, measurement, timer, audits, memory,
 page cache, shuffle quality), ``studies`` (resume, tuning, capstone, bake-off,
 benchmarks), ``remote`` (HTTP server, torchrun), ``display`` (dashboard, plots, figures),
-``records`` (checkpoint, machine, report, decisions, ``labkit run``). ``errors``, ``paths``,
+``records`` (checkpoint, machine, report, decisions, ``labkit run``), ``formats``
+(LMDB, HDF5, TFRecord, tensors on disk, the open-before-fork trap). ``errors``, ``paths``,
 ``scale`` and ``cli`` sit at the top.
 The public API is exactly ``__all__`` (sorted, checked by a test); notebooks use only it.
 """
@@ -40,6 +41,29 @@ from .display.plots import (
 )
 from .display.widget import Dashboard
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
+from .formats.ahead import (
+    ResizeTo,
+    break_even,
+    plot_break_even,
+    raw_ahead,
+    read_decode_rate,
+    resize_ahead,
+)
+from .formats.hdf5rows import Hdf5Rows, write_hdf5
+from .formats.lazy import LazyFile
+from .formats.lmdbrows import LmdbRows, write_lmdb
+from .formats.table import (
+    FormatRow,
+    StoredFormat,
+    format_formats,
+    measure_formats,
+    read_back,
+    write_formats,
+)
+from .formats.tensorfiles import TensorFiles, write_tensor_files
+from .formats.tfdata import TfDataResult, tfdata_measure, tfdata_status
+from .formats.tfrecords import TFRecordRows, masked_crc, read_record, write_tfrecord
+from .formats.trap import EagerHdf5Rows, EagerLmdbRows, TrapOutcome, trap_trial
 from .images.augment import make_augment
 from .images.decode import available_decoders, decode_jpeg, fastest_decoder, file_bytes
 from .images.folder import ImageFolderDataset, skip_collate
@@ -63,7 +87,6 @@ from .instruments.shuffling import shard_of_bounds, shuffle_quality
 from .instruments.timer import Timing, best_of
 from .loading.loaders import make_loader, shutdown, worker_processes
 from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
-from .profiling import bench as _profiling_bench  # noqa: F401 (registers the benchmark)
 from .profiling.diagnose import diagnose
 from .profiling.diagnosis import DiagnoseError, Diagnosis
 from .profiling.hotspots import Hotspot, profile_in_process
@@ -135,12 +158,18 @@ __all__ = [
     "DiagnoseError",
     "Diagnosis",
     "DocumentEpoch",
+    "EagerHdf5Rows",
+    "EagerLmdbRows",
     "Fault",
     "Fixture",
     "FixtureError",
+    "FormatRow",
+    "Hdf5Rows",
     "Hotspot",
     "ImageFolderDataset",
     "LabkitError",
+    "LazyFile",
+    "LmdbRows",
     "LoaderAdapter",
     "Measurement",
     "MemmapBatches",
@@ -153,6 +182,7 @@ __all__ = [
     "ParquetRowGroups",
     "PyObjectRows",
     "RecordError",
+    "ResizeTo",
     "ResumeTrial",
     "RowRange",
     "SCALES",
@@ -160,8 +190,12 @@ __all__ = [
     "ShardPlan",
     "ShardStream",
     "StageBreakdown",
+    "StoredFormat",
     "Suggestion",
+    "TFRecordRows",
     "TarShardStream",
+    "TensorFiles",
+    "TfDataResult",
     "ThreadPrefetcher",
     "Timeline",
     "Timing",
@@ -170,6 +204,7 @@ __all__ = [
     "TokenCorpus",
     "TorchrunResult",
     "TraceSummary",
+    "TrapOutcome",
     "TuningResult",
     "TuningStep",
     "WorkDataset",
@@ -179,6 +214,7 @@ __all__ = [
     "available_decoders",
     "best_of",
     "blended_index",
+    "break_even",
     "build_loader",
     "cleanup_bakeoff",
     "compare",
@@ -204,6 +240,7 @@ __all__ = [
     "format_decision_table",
     "format_environment",
     "format_fixture_table",
+    "format_formats",
     "format_packing",
     "format_resume_table",
     "format_table",
@@ -218,9 +255,11 @@ __all__ = [
     "loader_names",
     "make_augment",
     "make_loader",
+    "masked_crc",
     "measure",
     "measure_audited",
     "measure_cold",
+    "measure_formats",
     "nvjpeg_decode",
     "open_array",
     "open_parquet",
@@ -230,6 +269,7 @@ __all__ = [
     "packed_vs_alone",
     "page_cache_residency",
     "plot_bakeoff",
+    "plot_break_even",
     "plot_doc_lengths",
     "plot_heatmap",
     "plot_packing",
@@ -255,10 +295,15 @@ __all__ = [
     "random_mix",
     "random_windows",
     "range_worker_init",
+    "raw_ahead",
+    "read_back",
     "read_checkpoint",
+    "read_decode_rate",
+    "read_record",
     "read_trace",
     "rebuild_loader",
     "record_timeline",
+    "resize_ahead",
     "resolve_scale",
     "resume_trial",
     "run_bakeoff",
@@ -277,10 +322,13 @@ __all__ = [
     "split_by_rank",
     "stage_breakdown",
     "suggest_loader",
+    "tfdata_measure",
+    "tfdata_status",
     "to_device",
     "token_dtype",
     "tokens_needed",
     "torchrun",
+    "trap_trial",
     "tuned_result",
     "tuning_steps",
     "usable_cores",
@@ -289,5 +337,10 @@ __all__ = [
     "worker_memory",
     "worker_processes",
     "worker_tag",
+    "write_formats",
+    "write_hdf5",
+    "write_lmdb",
     "write_report",
+    "write_tensor_files",
+    "write_tfrecord",
 ]

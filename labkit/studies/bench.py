@@ -1,4 +1,4 @@
-"""Named benchmarks that print their figures (chapters 01, 02, 06, 09, 10, 11; ``labkit bench``).
+"""Named benchmarks that print their figures (chapters 01-02, 06, 09-14; ``labkit bench``).
 
 Performance is checked here, not in timed test assertions that flake: a benchmark reports
 what it measured, the interval around it and a verdict (pass, fail or inconclusive), and
@@ -9,7 +9,16 @@ Run one with ``labkit bench NAME [--json]``.
 
 from __future__ import annotations
 
-from .benchmarks import bakeoff, decode, mmap, overhead, prefetch, webdataset  # noqa: F401
+from .benchmarks import (  # noqa: F401 - importing each registers it
+    bakeoff,
+    decode,
+    formats,
+    mmap,
+    overhead,
+    prefetch,
+    profiling,
+    webdataset,
+)
 from .benchmarks.registry import BENCHMARKS, benchmark, format_result, run_benchmark
 
 __all__ = ["BENCHMARKS", "benchmark", "format_result", "run_benchmark"]

@@ -1,1 +1,1 @@
-"""The named benchmarks, one module each (chapters 01, 02, 06, 09, 10, 11); see ``bench``."""
+"""The named benchmarks, one module each (chapters 01-02, 06, 09-14); see ``bench``."""

@@ -10,18 +10,18 @@ from __future__ import annotations
 import shutil
 import tempfile
 
-from ..studies.bench import benchmark
+from .registry import benchmark
 
 
 @benchmark("profiling", goal="timeline stamps cost < 3% of samples/s on a fast loader")
 def profiling_overhead(batches: int = 400, batch_size: int = 32, num_workers: int = 2,
                        trials: int = 5) -> dict:
     """Best-of-``trials`` samples/s with and without the timeline's stamps, alternated."""
-    from ..instruments.meter import measure, simulated_step
-    from ..loading.loaders import make_loader, shutdown
-    from ..studies.tuning import WorkDataset
-    from .timeline import _close_log, timed_loader
-    from .torchprof import profiler_overhead
+    from ...instruments.meter import measure, simulated_step
+    from ...loading.loaders import make_loader, shutdown
+    from ...profiling.timeline import _close_log, timed_loader
+    from ...profiling.torchprof import profiler_overhead
+    from ...studies.tuning import WorkDataset
 
     ds = WorkDataset(batches * batch_size, ms=0.0)
     loader = make_loader(ds, batch_size=batch_size, num_workers=num_workers,

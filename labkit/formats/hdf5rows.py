@@ -1,0 +1,88 @@
+"""Rows in an HDF5 dataset: contiguous or chunked, with or without compression (chapter 12).
+
+A contiguous dataset is one block of bytes (a row is an offset, like a memory map); a chunked
+one is stored in fixed-size blocks of rows, each compressed on its own, so reading one row
+reads (and decompresses) its whole chunk. h5py's file handle must be opened in the process
+that reads it (see :mod:`labkit.formats.lazy`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import DataFormatError
+from .lazy import LazyFile
+
+DATASET = "rows"
+
+
+def write_hdf5(dest, rows: np.ndarray, *, chunk_rows: int | None = None,
+               compression: str | None = None) -> float:
+    """Write ``rows`` as the dataset ``rows`` of a new HDF5 file; returns the seconds taken.
+
+    ``chunk_rows=None`` and no compression: contiguous. ``chunk_rows=k``: chunks of ``k``
+    rows. ``compression``: ``"gzip"`` or ``"lzf"`` (chunked; 64 rows per chunk by default).
+    """
+    import h5py
+
+    rows = np.asarray(rows)
+    if compression and chunk_rows is None:
+        chunk_rows = 64
+    chunks = (min(chunk_rows, len(rows)), *rows.shape[1:]) if chunk_rows else None
+    t0 = time.perf_counter()
+    with h5py.File(dest, "w") as f:
+        f.create_dataset(DATASET, data=rows, chunks=chunks, compression=compression)
+    return time.perf_counter() - t0
+
+
+def _open(path: Path, key: str):
+    import h5py
+
+    try:
+        f = h5py.File(path, "r")
+    except FileNotFoundError:
+        raise DataFormatError(f"{path}: not found") from None
+    except OSError as e:
+        what = "is truncated" if "truncated" in str(e) else "is not a readable HDF5 file"
+        raise DataFormatError(f"{path}: {what} ({e})") from None
+    if key not in f:
+        names = sorted(f)
+        f.close()
+        raise DataFormatError(f"{path}: no dataset {key!r} (datasets: {names})")
+    return f
+
+
+class Hdf5Rows(LazyFile):
+    """Map-style rows of one HDF5 dataset: ``dataset[i]`` is ``(row tensor, i)``.
+
+    The file is opened lazily in each process (first ``__getitem__``); the parent only
+    reads the shape and closes it again.
+    """
+
+    def __init__(self, path, key: str = DATASET):
+        super().__init__(path)
+        self.key = key
+        with _open(self.path, key) as f:
+            d = f[key]
+            self.samples, self.layout = len(d), d.chunks and f"chunks {d.chunks}" or "contiguous"
+            self.compression = d.compression
+
+    def open(self):
+        return _open(self.path, self.key)
+
+    def __len__(self) -> int:
+        return self.samples
+
+    def __getitem__(self, i: int):
+        if not 0 <= i < self.samples:
+            raise IndexError(i)
+        try:
+            row = self.handle[self.key][i]
+        except (OSError, RuntimeError) as e:  # a chunk past the end, a bad filter stream
+            raise DataFormatError(f"{self.path}: cannot read sample {i} of {self.key!r} "
+                                  f"({e})") from None
+        return torch.from_numpy(row), i

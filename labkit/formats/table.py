@@ -1,0 +1,225 @@
+"""One set of rows written in every format, and one table row per format (chapter 12).
+
+:func:`write_formats` writes the same rows as a file per sample, one ``.npy``, LMDB, HDF5
+(contiguous, chunked, chunked + gzip), TFRecord with its index and ``torch.save`` per sample;
+:func:`measure_formats` times each reader (random access with 0 and N workers, sequential)
+and :func:`format_formats` prints the table. The last columns are facts, with reasons.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..data.datasets import MemmapRows, NpyFilesDataset
+from ..data.fixtures import source_files
+from ..instruments.measurement import Measurement
+from ..instruments.meter import measure
+from ..loading.loaders import make_loader
+from .hdf5rows import Hdf5Rows, write_hdf5
+from .lmdbrows import LmdbRows, write_lmdb
+from .tensorfiles import TensorFiles, write_tensor_files
+from .tfrecords import TFRecordRows, index_path, write_tfrecord
+
+_ONE_GET = "poor: one request per sample (latency x samples)"
+#: Facts per format family: (resume support, object-store friendly), each with its reason.
+FACTS = {
+    "files": ("yes: map-style, resume = sampler position", _ONE_GET),
+    "npy": ("yes: map-style", "yes: a row is a byte range (ranged GETs)"),
+    "lmdb": ("yes: map-style", "no: needs a local memory-mappable file; copy it down first"),
+    "hdf5": ("yes: map-style", "partly: ranged reads per chunk (ros3, fsspec); metadata "
+                               "lookups cost round trips"),
+    "tfrecord": ("yes with the index (record k = offset k); without it, re-read from the start",
+                 "yes: big sequential shards stream well"),
+    "torch.save": ("yes: map-style", _ONE_GET),
+}
+
+
+@dataclass
+class StoredFormat:
+    """One format written to disk: what, where, how long it took, how to read it."""
+
+    name: str
+    family: str
+    path: Path
+    write_s: float
+    make: Callable = field(repr=False)  # () -> a fresh map-style dataset
+
+    @property
+    def nbytes(self) -> int:
+        """Apparent bytes of every file (what ``ls -l`` adds up)."""
+        return sum(p.stat().st_size for p in self.files())
+
+    @property
+    def disk_bytes(self) -> int:
+        """Bytes allocated on disk (``st_blocks``): small files round up to a block each."""
+        return sum(p.stat().st_blocks * 512 for p in self.files())
+
+    def files(self) -> list[Path]:
+        extra = [index_path(self.path)] if index_path(self.path).exists() else []
+        return source_files(self.path, missing_ok=True) + extra
+
+
+def _write_npy_files(dest: Path, rows) -> float:
+    dest.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    for i in range(len(rows)):
+        np.save(dest / f"{i:07d}.npy", np.asarray(rows[i]))
+    return time.perf_counter() - t0
+
+
+def _write_npy(dest: Path, rows) -> float:
+    t0 = time.perf_counter()
+    np.save(dest, np.asarray(rows))
+    return time.perf_counter() - t0
+
+
+def write_formats(rows: np.ndarray, dest, chunk_rows: int = 64) -> list[StoredFormat]:
+    """Write ``rows`` (samples x features) in every format under ``dest``; returns them."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    rows = np.ascontiguousarray(rows)
+    d = {k: dest / v for k, v in [("files", "files"), ("npy", "rows.npy"),
+                                  ("lmdb", "rows.lmdb"), ("h5c", "contiguous.h5"),
+                                  ("h5k", "chunked.h5"), ("h5z", "chunked-gzip.h5"),
+                                  ("tfr", "rows.tfrecord"), ("pt", "tensors")]}
+    out = [
+        StoredFormat("file per sample (.npy)", "files", d["files"],
+                     _write_npy_files(d["files"], rows), lambda: NpyFilesDataset(d["files"])),
+        StoredFormat("one .npy, memmap", "npy", d["npy"], _write_npy(d["npy"], rows),
+                     lambda: MemmapRows(d["npy"])),
+        StoredFormat("LMDB", "lmdb", d["lmdb"], write_lmdb(d["lmdb"], rows),
+                     lambda: LmdbRows(d["lmdb"])),
+        StoredFormat("HDF5 contiguous", "hdf5", d["h5c"], write_hdf5(d["h5c"], rows),
+                     lambda: Hdf5Rows(d["h5c"])),
+        StoredFormat(f"HDF5 chunked ({chunk_rows} rows)", "hdf5", d["h5k"],
+                     write_hdf5(d["h5k"], rows, chunk_rows=chunk_rows),
+                     lambda: Hdf5Rows(d["h5k"])),
+        StoredFormat("HDF5 chunked + gzip", "hdf5", d["h5z"],
+                     write_hdf5(d["h5z"], rows, chunk_rows=chunk_rows, compression="gzip"),
+                     lambda: Hdf5Rows(d["h5z"])),
+        StoredFormat("TFRecord + index", "tfrecord", d["tfr"], write_tfrecord(d["tfr"], rows),
+                     lambda: TFRecordRows(d["tfr"])),
+        StoredFormat("torch.save per sample", "torch.save", d["pt"],
+                     write_tensor_files(d["pt"], rows), lambda: TensorFiles(d["pt"])),
+    ]
+    return out
+
+
+def read_back(fmt: StoredFormat) -> tuple[int, str]:
+    """Every sample read back in index order: ``(samples, sha256 of their bytes)``."""
+    ds = fmt.make()
+    h = hashlib.sha256()
+    for i in range(len(ds)):
+        x, _ = ds[i]
+        h.update(x.numpy().tobytes())
+    return len(ds), h.hexdigest()
+
+
+def open_cost(fmt: StoredFormat, repeats: int = 3) -> float:
+    """Median seconds to build the dataset and read its first sample (open + check + read)."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fmt.make()[0]
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+@dataclass
+class FormatRow:
+    """What was measured for one format (one row of the chapter's table)."""
+
+    fmt: StoredFormat
+    open_s: float
+    random: dict[int, Measurement]  # num_workers -> random-order measurement
+    sequential: Measurement
+    fork: str = "not checked"   # trap_trial outcome under fork, after the parent read
+    spawn: str = "not checked"  # "pickles" (path only: what spawn and forkserver need) or why not
+
+    @property
+    def facts(self) -> tuple[str, str]:
+        return FACTS[self.fmt.family]
+
+
+def spawn_ready(ds) -> str:
+    """``"pickles"`` if the dataset survives a pickle round trip (what spawn and forkserver
+    workers receive) and reads the same first sample after it; else why not."""
+    try:
+        clone = pickle.loads(pickle.dumps(ds))
+    except Exception as e:  # each library refuses in its own words
+        return f"no: {type(e).__name__}: {e}"[:80]
+    same = clone[0][0].numpy().tobytes() == ds[0][0].numpy().tobytes()
+    return "pickles" if same else "pickles, reads differ"
+
+
+def measure_formats(formats: list[StoredFormat], *, num_workers: int = 2,
+                    batch_size: int = 64, repeats: int = 3, warmup: int = 1,
+                    max_batches: int | None = None,
+                    reference: np.ndarray | None = None) -> list[FormatRow]:
+    """Random access with 0 and ``num_workers`` workers, and sequential, for each format.
+
+    With ``reference`` (the rows that were written), each reader is also run once through
+    ``num_workers`` forked workers after the parent read through it, every row compared
+    (:func:`~labkit.trap_trial`), and checked to pickle (:func:`spawn_ready`).
+    """
+    from .trap import trap_trial
+
+    rows = []
+    for fmt in formats:
+        ds = fmt.make()
+        kw = {"repeats": repeats, "warmup": warmup, "max_batches": max_batches}
+        random = {nw: measure(make_loader(ds, batch_size=batch_size, shuffle=True,
+                                          num_workers=nw),
+                              name=f"{fmt.name}, random, {nw} workers", **kw)
+                  for nw in sorted({0, num_workers})}
+        seq = measure(make_loader(ds, batch_size=batch_size),
+                      name=f"{fmt.name}, sequential", **kw)
+        row = FormatRow(fmt, open_cost(fmt), random, seq)
+        if reference is not None:
+            ds[0]  # the parent reads first, as a notebook does
+            row.fork = trap_trial(ds, reference, start_method="fork", num_workers=num_workers,
+                                  batch_size=batch_size).outcome
+            row.spawn = spawn_ready(ds)
+        rows.append(row)
+    return rows
+
+
+def _rate(m: Measurement) -> str:
+    lo, hi = m.samples_per_s_range
+    return f"{m.samples_per_s:,.0f}" + (f" ({lo:,.0f}-{hi:,.0f})" if len(m.passes) > 1 else "")
+
+
+def format_formats(rows: list[FormatRow], facts: bool = True) -> str:
+    """The table, one line per format: sizes, write and open cost, samples/s (range)."""
+    nws = sorted(rows[0].random)
+    w = max(len(r.fmt.name) for r in rows) + 2
+    head = (f"{'format':<{w}}{'write s':>8}{'MiB':>8}{'on disk':>9}{'open ms':>10}"
+            + "".join(f"{f'random {nw}w':>25}" for nw in nws) + f"{'sequential':>25}"
+            + f"  {'fork':<6}{'spawn':<8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        f = r.fmt
+        lines.append(f"{f.name:<{w}}{f.write_s:>8.2f}{f.nbytes / 2**20:>8.2f}"
+                     f"{f.disk_bytes / 2**20:>9.2f}{r.open_s * 1e3:>10.2f}"
+                     + "".join(f"{_rate(r.random[nw]):>25}" for nw in nws)
+                     + f"{_rate(r.sequential):>25}  {r.fork:<6}{r.spawn.split(':')[0]:<8}")
+    lines.append("samples/s: median (min-max over passes); on disk = allocated blocks, MiB; "
+                 "fork: every row right through forked workers after the parent read; "
+                 "spawn: the dataset pickles (path only)")
+    if facts:
+        lines.append("")
+        seen = []
+        for r in rows:
+            if r.fmt.family not in seen:
+                seen.append(r.fmt.family)
+                resume, store = r.facts
+                lines.append(f"{r.fmt.family:<11} resume: {resume}; object store: {store}")
+    return "\n".join(lines)

@@ -1,0 +1,258 @@
+"""Chapter 12's formats: round trips, lazy opening across fork and spawn, the trap, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+import labkit as lk
+
+lmdb = pytest.importorskip("lmdb", reason="lmdb is a dependency of chapter 12")
+h5py = pytest.importorskip("h5py", reason="h5py is a dependency of chapter 12")
+tfrecord = pytest.importorskip("tfrecord", reason="tfrecord is a dependency of chapter 12")
+
+N, F = 200, 16
+
+
+@pytest.fixture(scope="module")
+def rows():
+    r = np.random.default_rng(0).standard_normal((N, F), dtype=np.float32)
+    r[:, 0] = np.arange(N)  # column 0 is the id, as in the array fixture
+    return r
+
+
+@pytest.fixture(scope="module")
+def stored(rows, tmp_path_factory):
+    return {f.name: f for f in lk.write_formats(rows, tmp_path_factory.mktemp("formats"),
+                                                chunk_rows=16)}
+
+
+def test_every_format_gives_back_the_source_bytes(rows, stored):
+    want = hashlib.sha256(rows.tobytes()).hexdigest()
+    assert len(stored) == 8
+    for f in stored.values():
+        assert lk.read_back(f) == (N, want), f.name
+        x, i = f.make()[N - 1]
+        assert i == N - 1 and torch.equal(x, torch.from_numpy(rows[N - 1]))
+
+
+def test_table_measures_every_format(rows, stored):
+    table = lk.measure_formats(list(stored.values())[:3], num_workers=1, batch_size=50,
+                               repeats=1, warmup=0, max_batches=2, reference=rows)
+    text = lk.format_formats(table)
+    assert all(r.random[0].samples > 0 and r.random[1].samples > 0 for r in table)
+    assert [(r.fork, r.spawn) for r in table] == [("ok", "pickles")] * 3
+    assert "LMDB" in text and "object store" in text
+
+
+@pytest.mark.parametrize("name", ["LMDB", "HDF5 chunked + gzip", "TFRecord + index"])
+def test_lazy_readers_pickle_without_their_handle(stored, name):
+    ds = stored[name].make()
+    ds[0]  # the handle is open in this process now
+    clone = pickle.loads(pickle.dumps(ds))
+    assert clone._handle is None
+    assert torch.equal(clone[3][0], ds[3][0])
+
+
+@pytest.mark.parametrize("name", ["LMDB", "HDF5 chunked + gzip", "TFRecord + index"])
+def test_lazy_readers_after_the_parent_read_work_in_forked_workers(rows, stored, name):
+    ds = stored[name].make()
+    ds[0]
+    out = lk.trap_trial(ds, rows, start_method="fork", num_workers=2, batch_size=32)
+    assert (out.outcome, out.delivered, out.wrong) == ("ok", N, 0), out.line()
+
+
+def test_the_trap_forked_lmdb_environment_fails_here(rows, stored, tmp_path):
+    """What py-lmdb 3 does with an environment opened before the fork: an error, not silence.
+
+    (h5py read-only happens to read right here; the chapter states that, not a guarantee.)
+    """
+    path = shutil.copytree(stored["LMDB"].path, tmp_path / "eager.lmdb")
+    out = lk.trap_trial(lk.EagerLmdbRows(path), rows, start_method="fork", num_workers=2)
+    assert out.outcome != "wrong data", out.line()
+    hdf5 = lk.trap_trial(lk.EagerHdf5Rows(stored["HDF5 contiguous"].path), rows,
+                         start_method="fork", num_workers=2)
+    assert hdf5.outcome in ("ok", "error"), hdf5.line()  # never silently wrong here
+
+
+@pytest.mark.filterwarnings("ignore:Got pickle error:UserWarning")
+def test_eager_datasets_cannot_go_to_spawned_workers(rows, stored, tmp_path):
+    path = shutil.copytree(stored["LMDB"].path, tmp_path / "eager.lmdb")
+    for ds in (lk.EagerLmdbRows(path), lk.EagerHdf5Rows(stored["HDF5 contiguous"].path)):
+        out = lk.trap_trial(ds, rows, start_method="spawn", num_workers=1)
+        assert out.outcome == "error" and "pickle" in out.error, out.line()
+
+
+@pytest.mark.slow
+def test_lazy_readers_work_in_spawned_workers(rows, stored):
+    for name in ("LMDB", "HDF5 chunked + gzip"):
+        out = lk.trap_trial(stored[name].make(), rows, start_method="spawn", num_workers=1)
+        assert out.outcome == "ok" and out.delivered == N, out.line()
+
+
+def test_tfrecord_without_an_index_duplicates_across_workers(rows, stored):
+    from tfrecord.torch.dataset import TFRecordDataset
+
+    path = str(stored["TFRecord + index"].path)
+
+    def ids(index):
+        ds = TFRecordDataset(path, index, {"id": "int"})
+        loader = lk.make_loader(ds, batch_size=32, num_workers=2)
+        return torch.cat([b["id"].reshape(-1) for b in loader])
+
+    assert lk.audit(ids(None), N).duplicates == N
+    assert lk.audit(ids(path + ".index"), N).ok
+
+
+# -- bad input: clear errors naming the file and the record ---------------------------------
+
+def _error(fn) -> str:
+    with pytest.raises(lk.DataFormatError) as e:
+        fn()
+    return str(e.value)
+
+
+def test_truncated_lmdb_is_refused_before_any_read(stored, tmp_path):
+    bad = lk.damaged_copy(stored["LMDB"].path, tmp_path / "short.lmdb", "truncate",
+                          file="data.mdb")
+    msg = _error(lambda: lk.LmdbRows(bad.parent))
+    assert str(bad) in msg and "truncated" in msg
+
+
+def test_missing_lmdb_key_names_the_sample(stored, tmp_path):
+    path = shutil.copytree(stored["LMDB"].path, tmp_path / "missing.lmdb")
+    size = 2 * (path / "data.mdb").stat().st_size  # the default 10 MiB map may be too small
+    with lmdb.open(str(path), map_size=size) as env, env.begin(write=True) as txn:
+        txn.delete(b"00000007")
+    ds = lk.LmdbRows(path)
+    msg = _error(lambda: ds[7])
+    assert str(path) in msg and "sample 7" in msg and "00000007" in msg
+
+
+def test_not_an_lmdb(tmp_path):
+    (tmp_path / "x").write_bytes(b"nothing here")
+    assert "x" in _error(lambda: lk.LmdbRows(tmp_path / "x"))
+
+
+def test_truncated_hdf5(stored, tmp_path):
+    bad = lk.damaged_copy(stored["HDF5 contiguous"].path, tmp_path / "short.h5", "truncate")
+    msg = _error(lambda: lk.Hdf5Rows(bad))
+    assert str(bad) in msg and "truncated" in msg
+
+
+def test_missing_hdf5_dataset(stored):
+    msg = _error(lambda: lk.Hdf5Rows(stored["HDF5 contiguous"].path, key="images"))
+    assert "'images'" in msg and "rows" in msg
+
+
+def test_truncated_tfrecord_with_its_old_index(stored, tmp_path):
+    src = stored["TFRecord + index"].path
+    bad = lk.damaged_copy(src, tmp_path / "short.tfrecord", "truncate", at=0.7)
+    shutil.copy(f"{src}.index", f"{bad}.index")
+    msg = _error(lambda: lk.TFRecordRows(bad))
+    assert str(bad) in msg and "truncated" in msg
+
+
+def test_truncated_tfrecord_record_named_when_read(stored, tmp_path):
+    src = stored["TFRecord + index"].path
+    bad = lk.damaged_copy(src, tmp_path / "short.tfrecord", "truncate", at=0.7)
+    with open(bad, "rb") as f:
+        k, msg = 0, ""
+        try:
+            while lk.read_record(f, bad, k) is not None:
+                k += 1
+        except lk.DataFormatError as e:
+            msg = str(e)
+    assert f"record {k}" in msg and "truncated" in msg and 0 < k < N
+
+
+def test_tfrecord_bad_crc_names_the_record(rows, stored, tmp_path):
+    src = stored["TFRecord + index"].path
+    offsets = np.loadtxt(f"{src}.index", dtype=np.int64)[:, 0]
+    k = N // 2
+    bad = lk.damaged_copy(src, tmp_path / "flip.tfrecord", "flip", length=4,
+                          at=(offsets[k] + 40) / src.stat().st_size)
+    shutil.copy(f"{src}.index", f"{bad}.index")
+    ds = lk.TFRecordRows(bad)
+    assert torch.equal(ds[k - 1][0], torch.from_numpy(rows[k - 1]))
+    msg = _error(lambda: ds[k])
+    assert str(bad) in msg and f"record {k}" in msg and "CRC" in msg
+
+
+def test_tfrecord_missing_index(stored, tmp_path):
+    path = shutil.copy(stored["TFRecord + index"].path, tmp_path / "noindex.tfrecord")
+    assert "no index" in _error(lambda: lk.TFRecordRows(path))
+
+
+def test_masked_crc_matches_the_tfrecord_writer():
+    from tfrecord import TFRecordWriter
+
+    assert lk.masked_crc(b"abc").to_bytes(4, "little") == TFRecordWriter.masked_crc(b"abc")
+
+
+def test_missing_tensor_file(stored, tmp_path):
+    folder = shutil.copytree(stored["torch.save per sample"].path, tmp_path / "pt")
+    ds = lk.TensorFiles(folder)
+    (folder / "0000005.pt").unlink()
+    assert "sample 5" in _error(lambda: ds[5])
+
+
+# -- preprocessing ahead -----------------------------------------------------------------------
+
+def test_break_even_is_where_the_rates_meet():
+    jpeg, raw = (1000.0, 1000.0), (100000.0, 12000.0)
+    bw = lk.break_even(jpeg, raw)
+    a = lk.read_decode_rate(*jpeg, bw)
+    b = lk.read_decode_rate(*raw, bw)
+    assert a == pytest.approx(b)
+    assert lk.break_even(jpeg, (10.0, 2000.0)) is None  # slower and bigger: never wins
+
+
+def test_resize_and_raw_ahead_agree(ci_fixture, tmp_path):
+    images = ci_fixture("images")
+    size = images.meta["size"] // 2
+    resized = lk.ImageFolderDataset(lk.resize_ahead(images, tmp_path / "r", size))
+    raw = lk.MemmapRows(lk.raw_ahead(images, tmp_path / "raw.npy", size))
+    orig = lk.ImageFolderDataset(images, transform=lk.ResizeTo(size))
+    assert len(resized) == len(raw) == len(orig) == images.samples
+    assert raw[3][0].shape == resized[3]["image"].shape == (3, size, size)
+    assert torch.equal(raw[3][0], orig[3]["image"])
+    # a re-encoded JPEG of noisy pixels is lossy per pixel; its mean brightness stays
+    assert abs(resized[3]["image"].float().mean() - raw[3][0].float().mean()) < 8
+
+
+def test_bench_formats_is_registered_and_reports_its_ratio(ci_fixture):
+    from labkit.studies.bench import BENCHMARKS
+
+    ci_fixture("array")
+    assert "formats" in BENCHMARKS
+    out = lk.run_benchmark("formats", scale="ci", rows=256, trials=1, num_workers=1)
+    assert out["rows"] == 256 and out["lmdb_vs_memmap"] > 0
+    assert isinstance(out["goal_met"], bool) and out["hdf5_chunked_vs_contiguous"] > 0
+
+
+# -- tf.data, the optional extra ---------------------------------------------------------------
+
+_TF_OK, _TF_WHY = lk.tfdata_status()
+
+
+def test_tfdata_status_says_why_when_tensorflow_is_absent():
+    if _TF_OK:
+        assert "tensorflow at" in _TF_WHY
+    else:
+        assert "not installed" in _TF_WHY and "labkit[tfdata]" in _TF_WHY
+        with pytest.raises(RuntimeError, match="not installed"):
+            lk.tfdata_measure("nothing.tfrecord")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _TF_OK, reason=_TF_WHY)
+def test_tfdata_reads_every_record_once_with_the_same_bytes(rows, stored):
+    out = lk.tfdata_measure(stored["TFRecord + index"].path, passes=1, warmup=0, shuffle=64)
+    assert (out.samples, out.unique) == (N, N)
+    assert out.sha256 == hashlib.sha256(rows.tobytes()).hexdigest()
