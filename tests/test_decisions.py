@@ -93,5 +93,6 @@ def test_every_figure_is_found_in_the_records_the_chapters_wrote(notebook_record
                     "notebooks/ too)")
     rows = lk.decision_table(records, scale=lk.resolve_scale())
     missing = [f"{e['chapter']}: {e['observation']} ({e['text']})" for r in rows
-               for e in r["evidence"] if e["chapter"] in ran and e["value"] is None]
+               for e in r["evidence"]
+               if e["chapter"] in ran and e["value"] is None and not e["needs"]]
     assert not missing, "figures the decision table cannot find:\n" + "\n".join(missing)

@@ -1,4 +1,4 @@
-"""Format writers behind :mod:`labkit.data.fixtures`, one class per fixture kind (ch. 00-11).
+"""Format writers behind :mod:`labkit.data.fixtures`, one class per fixture kind (ch. 00-14).
 
 Each writer turns a resolved spec into files in a folder and returns ``(meta, samples)``.
 Content comes from numpy's PCG64 seeded by the spec, so it is identical everywhere; only the

@@ -1,4 +1,4 @@
-"""Plots a person would rather look at than read: throughput, wait vs compute (ch. 01-11).
+"""Plots a person would rather look at than read: throughput, wait vs compute (ch. 01-14).
 
 Each function returns a matplotlib Figure (closed, so a notebook shows it exactly once).
 Introduced in chapter 01.
@@ -186,7 +186,7 @@ def plot_shuffle_quality(results: dict, metric: str = "same_shard_neighbours",
 
 
 def plot_tuning(results, title: str | None = None):
-    """The capstone's steps: samples/s after each change, the gain of each (chapter 12).
+    """The capstone's steps: samples/s after each change, the gain of each (chapter 14).
 
     Left: whole-pass samples/s of each step, labelled with its gain over the naive step;
     hatched bars are changes that were reverted (they did not beat the best so far). Right:
@@ -221,7 +221,7 @@ def plot_tuning(results, title: str | None = None):
 
 
 def plot_bakeoff(results, title: str | None = None):
-    """The bake-off: samples/s per loader, x the torch map-style baseline (chapter 12).
+    """The bake-off: samples/s per loader, x the torch map-style baseline (chapter 14).
 
     Loaders that ran are bars (red when the exactly-once audit failed); skipped or failed
     ones are listed under the plot with their reason cut short.

@@ -1,4 +1,4 @@
-"""JPEG decoders: bytes to an RGB uint8 HxWx3 array, and which is fastest here (chapters 10-11)."""
+"""JPEG decoders: bytes to an RGB uint8 HxWx3 array, and which is fastest here (chapters 10, 14)."""
 
 from __future__ import annotations
 

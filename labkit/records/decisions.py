@@ -1,4 +1,4 @@
-"""Which loader for which situation: the decision table, with this machine's evidence (ch. 12).
+"""Which loader for which situation: the decision table, with this machine's evidence (ch. 14).
 
 Each row is one situation (data fits in RAM; larger than RAM on one node; terabytes on remote
 storage with resume; decode-bound; distributed lazy loading), the recommendation, the
@@ -24,6 +24,7 @@ class Evidence:
     observation: str      # the observation name
     label: str            # what the figure means, in a few words
     config: tuple = ()    # (key, value) pairs the observation's config must contain
+    needs: str = ""       # an optional install the figure needs, e.g. "ray[data]"
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,36 @@ SITUATIONS: tuple[Situation, ...] = (
         "distributed, lazy (IterableDataset)",
         "split shards over rank x worker (get_worker_info + rank), set_epoch every epoch, "
         "audit exactly-once; DistributedSampler for map-style",
-        (Evidence("04_scaling_out", "rank_worker_duplicates",
+        (Evidence("04_scaling_out", "rank_worker.duplicates",
                   "duplicates, rank x worker split"),
-         Evidence("04_scaling_out", "workers_only_duplicates",
+         Evidence("04_scaling_out", "workers_only.duplicates",
                   "duplicates, split by worker only"))),
+    Situation(
+        "LLM pretraining (tokenized text)",
+        "tokenize ahead into one flat token file + document index, memory-mapped (nanoGPT / "
+        "Megatron layout); a document-shuffled epoch whose state is the order and a counter "
+        "(exact resume); best-fit packing with document masks; tokenizing on the fly is the "
+        "slow part, not reading",
+        (Evidence("11_token_pipelines", "tokens_per_s", "memmap slices, tokens/s",
+                  (("how", "memmap slices"),)),
+         Evidence("11_token_pipelines", "tokenize_on_the_fly.tokens_per_s",
+                  "tokenizing on the fly, tokens/s"),
+         Evidence("11_token_pipelines", "packing.padding", "best-fit padding",
+                  (("method", "best-fit decreasing"),)))),
+    Situation(
+        "random access to many small records",
+        "one file with an index (a memmap, LMDB) instead of a file per sample; open handles "
+        "lazily in each worker, never before the fork",
+        (Evidence("12_storage_formats", "lmdb_random_0_workers.samples_per_s",
+                  "LMDB random reads, one process"),
+         Evidence("12_storage_formats", "file_per_sample_.npy_random_0_workers.samples_per_s",
+                  "a file per sample, random, one process"))),
+    Situation(
+        "preprocessing-heavy, across machines",
+        "Ray Data: read_parquet + map_batches on a cluster, iter_torch_batches into the "
+        "training loop; measure it against the DataLoader on one machine first",
+        (Evidence("14_capstone", "bakeoff.ratio", "Ray Data, x torch map-style",
+                  (("loader", "Ray Data"),), needs="ray[data]"),)),
 )
 
 
@@ -125,15 +152,17 @@ def decision_table(records=None, *, records_dir=None, scale: str | None = None) 
             if obs is None:
                 text = (f"run chapter {nn} to measure it here" if rec is None else
                         f"chapter {nn}'s record has no {ev.observation}; rerun chapter {nn}")
+                if ev.needs:
+                    text += f" with {ev.needs} installed"
                 found.append({"chapter": ev.chapter, "label": ev.label,
                               "observation": ev.observation, "value": None, "unit": None,
-                              "scale": None, "text": text})
+                              "scale": None, "text": text, "needs": ev.needs})
                 continue
             unit = obs.get("unit") or ""
             text = f"{ev.label}: {format_value(obs['value'])} {unit}".rstrip()
             found.append({"chapter": ev.chapter, "label": ev.label,
                           "observation": ev.observation, "value": obs["value"], "unit": unit,
-                          "scale": rec.get("scale"), "text": text})
+                          "scale": rec.get("scale"), "text": text, "needs": ev.needs})
         rows.append({"situation": s.situation, "recommendation": s.recommendation,
                      "chapters": list(dict.fromkeys(ev.chapter for ev in s.evidence)),
                      "evidence": found})

@@ -1,4 +1,4 @@
-"""The bake-off's adapters: one per loading library, each probed before it runs (ch. 11)."""
+"""The bake-off's adapters: one per loading library, each probed before it runs (ch. 14)."""
 
 from __future__ import annotations
 

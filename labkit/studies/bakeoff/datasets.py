@@ -1,4 +1,4 @@
-"""The bake-off's shared datasets: by-hand streams and picklable decoders (chapter 11)."""
+"""The bake-off's shared datasets: by-hand streams and picklable decoders (chapter 14)."""
 
 from __future__ import annotations
 

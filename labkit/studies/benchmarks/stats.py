@@ -1,4 +1,4 @@
-"""Paired trials, a median with its interval, a three-way verdict (the benchmarks, ch. 01-11).
+"""Paired trials, a median with its interval, a three-way verdict (the benchmarks, ch. 01-14).
 
 A benchmark compares A with B on a machine that other programs share. Three habits make
 its figure one that can decide:
