@@ -36,7 +36,8 @@ def test_token_dtype_by_vocab():
 def test_corpus_fixture(ci_fixture):
     fx = ci_fixture("corpus")
     tc = lk.open_tokens(fx)
-    assert tc.tokens.dtype == np.uint16 and len(tc.tokens) == fx.meta["tokens"] == fx.samples
+    assert tc.tokens.dtype == np.uint16 and len(tc.tokens) == fx.meta["tokens"]
+    assert fx.samples == fx.meta["docs"] == len(tc.offsets) - 1
     assert tc.offsets[-1] == len(tc.tokens) and tc.docs == fx.meta["docs"]
     assert (tc.tokens[tc.offsets[1:] - 1] == tc.eos).all()  # every document ends with EOS
     assert int(tc.tokens.max()) < tc.vocab

@@ -113,7 +113,8 @@ def write_corpus(spec: dict, dest: Path, update) -> tuple[dict, int]:
             "vocab": tok.get_vocab_size(), "eos": eos, "sources": names,
             "context": spec["context"], "files": {"tokens": "tokens.bin", "docs": "docs.npy",
             "sources": "sources.npy", "tokenizer": "tokenizer.json", "text": "corpus.jsonl"}}
-    return meta, int(offsets[-1])
+    # samples = documents: a count that does not depend on the tokenizers version (tokens do)
+    return meta, len(texts)
 
 
 @dataclass(frozen=True)
