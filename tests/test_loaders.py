@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 import warnings
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
-from labkit import bench
+from labkit.studies import bench
 from labkit.loading.loaders import DEFAULT_TIMEOUT_S, make_loader, shutdown, worker_processes
 
 
@@ -176,10 +177,14 @@ def test_a_worker_failure_resets_a_persistent_loader(live_workers):
 
     loader = make_loader(BreaksAt(how="exit"), batch_size=4, num_workers=2, timeout=30,
                          persistent_workers=True)
+    pids = []
     for _ in range(2):  # the next epoch starts new workers instead of reusing the stopped ones
-        with pytest.raises(RuntimeError, match=r"worker 0 \(pid \d+\) exited with code 3"):
+        with pytest.raises(RuntimeError,
+                           match=r"worker 0 \(pid \d+\) exited with code 3") as info:
             list(loader)
-        assert loader._iterator is None and live_workers() == []
+        pids.append(re.search(r"worker 0 \(pid (\d+)\)", str(info.value)).group(1))
+        assert live_workers() == []
+    assert pids[0] != pids[1], pids  # a reused, stopped iterator would name the same worker
 
 
 def test_worker_errors_raised_by_the_dataset_pass_through_unchanged(live_workers):

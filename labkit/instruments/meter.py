@@ -181,7 +181,7 @@ def uniform_batch_size(loader: Any) -> int | None:
     if torch is None:
         return None
     from torch.utils.data import BatchSampler, DataLoader
-    from torch.utils.data._utils.collate import default_collate
+    from torch.utils.data import default_collate
 
     if (
         isinstance(loader, DataLoader)
