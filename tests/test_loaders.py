@@ -209,3 +209,27 @@ class _Raises(Dataset):
 
     def __getitem__(self, i):
         raise IndexError(f"no item {i}")
+
+
+def test_a_worker_killed_between_batches_is_reported_by_the_kit_alone(live_workers):
+    """The worker dies while the main thread is elsewhere (here: asleep). torch's SIGCHLD
+    handler would raise its own message right there, in whatever code was running (pytest's
+    reporting included); the kit's workers are off that watch, so the next wait reports it."""
+    import os
+    import signal
+
+    loader = make_loader(TensorDataset(torch.arange(1000)), batch_size=4, num_workers=2,
+                         timeout=30)
+    it = iter(loader)
+    try:
+        next(it)
+        victim = worker_processes()[0].pid
+        os.kill(victim, signal.SIGKILL)
+        time.sleep(1.0)  # SIGCHLD arrives and torch's handler runs in here
+        with pytest.raises(RuntimeError, match=rf"worker \d \(pid {victim}\) was killed by "
+                                               "SIGKILL: killed from outside"):
+            for _ in it:
+                pass
+        assert live_workers() == []  # its other worker was stopped with it
+    finally:
+        shutdown(it)
