@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import signal
 import time
 import warnings
 
@@ -13,8 +15,8 @@ import pytest
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
-from labkit.studies import bench
 from labkit.loading.loaders import DEFAULT_TIMEOUT_S, make_loader, shutdown, worker_processes
+from labkit.studies import bench
 
 
 def _ids() -> TensorDataset:
@@ -215,9 +217,6 @@ def test_a_worker_killed_between_batches_is_reported_by_the_kit_alone(live_worke
     """The worker dies while the main thread is elsewhere (here: asleep). torch's SIGCHLD
     handler would raise its own message right there, in whatever code was running (pytest's
     reporting included); the kit's workers are off that watch, so the next wait reports it."""
-    import os
-    import signal
-
     loader = make_loader(TensorDataset(torch.arange(1000)), batch_size=4, num_workers=2,
                          timeout=30)
     it = iter(loader)
