@@ -232,3 +232,35 @@ def test_a_worker_killed_between_batches_is_reported_by_the_kit_alone(live_worke
         assert live_workers() == []  # its other worker was stopped with it
     finally:
         shutdown(it)
+
+
+class _SamplerThatBreaks:
+    """Raises while the iterator is being built, after its worker started: plainly, or as
+    torch's SIGCHLD handler would for a worker killed in that instant."""
+
+    def __init__(self, kill: bool):
+        self.kill, self.calls = kill, 0
+
+    def __len__(self):
+        return 4
+
+    def __iter__(self):
+        self.calls += 1
+        if self.calls == 1:  # torch's first iter(), before it starts the workers
+            return iter(range(4))
+        (w,) = worker_processes()
+        if not self.kill:
+            raise RuntimeError("the sampler broke")
+        os.kill(w.pid, signal.SIGKILL)
+        time.sleep(0.5)  # dead, not yet reaped: as torch's handler finds it
+        raise RuntimeError(f"DataLoader worker (pid {w.pid}) is killed by signal: Killed. ")
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["error", "worker-death"])
+def test_a_failure_while_the_iterator_is_built_stops_its_workers(kill, live_workers):
+    loader = make_loader(_ids(), batch_size=None, sampler=_SamplerThatBreaks(kill),
+                         num_workers=1, timeout=30)
+    death = r"exited unexpectedly: worker 0 \(pid \d+\) was killed by SIGKILL"
+    with pytest.raises(RuntimeError, match=death if kill else "^the sampler broke$"):
+        iter(loader)
+    assert live_workers() == []  # now, while the traceback still holds the iterator

@@ -108,6 +108,8 @@ def owed(it) -> tuple[int | None, int]:
 def stop_workers(it) -> None:
     """torch's own shutdown of ``it``'s workers (signal, join, kill what is left), now."""
     unwatch(it)
+    if not workers(it):  # torch failed before starting any
+        return
     if not hasattr(it, "_workers_status"):  # torch failed before its first _reset
         it._workers_status = [True] * len(it._workers)
     it._shutdown_workers()

@@ -83,8 +83,13 @@ class _WorkerIter(_tp.WorkerIterator):
         self._owner = weakref.ref(loader)
         try:
             super().__init__(loader)
-        except RuntimeError as e:  # torch's handler, between registering and our unwatch
-            self._raise_if_death(e)
+        except BaseException as e:  # incl. KeyboardInterrupt while spawn workers start
+            # A worker death torch's handler raised in the instant between registering the
+            # workers and _reset taking them off its watch gets the kit's message. Either
+            # way this iterator is never returned: its workers stop now, not at collection.
+            if isinstance(e, RuntimeError):
+                self._raise_if_death(e)
+            _tp.stop_workers(self)
             raise
 
     def wait_for_batch(self):
