@@ -225,13 +225,35 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = [i for i in items if not i.get_closest_marker(SESSION_LAST)] + last
 
 
-def _others_shm(name: str, mine: set[int]) -> bool:
-    """An entry that names a live process outside this session (torch's ``torch_<pid>_...``):
-    another pytest run's on a shared machine, not ours to report."""
+def _shm_mappers() -> dict[str, set[int]]:
+    """/dev/shm entry -> the pids that have it mapped (a named semaphore is, while open)."""
     import re
 
-    m = re.match(r"torch_(\d+)_", name)
-    return bool(m) and int(m.group(1)) not in mine and psutil.pid_exists(int(m.group(1)))
+    out: dict[str, set[int]] = {}
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            names = set(re.findall(r"/dev/shm/(\S+)", maps.read_text()))
+        except OSError:  # gone, or not ours to read
+            continue
+        for name in names:
+            out.setdefault(name, set()).add(int(maps.parent.name))
+    return out
+
+
+def _others_shm(names: set[str], mine: set[int]) -> set[str]:
+    """The entries of ``names`` that belong to a live process outside this session: another
+    pytest run's on a shared machine, not ours to report. torch's ``torch_<pid>_...`` names
+    its process; multiprocessing's ``sem.mp-...`` is mapped by the processes using it."""
+    import re
+
+    others, mappers = set(), _shm_mappers() if names else {}
+    for name in names:
+        m = re.match(r"torch_(\d+)_", name)
+        if m and int(m.group(1)) not in mine and psutil.pid_exists(int(m.group(1))):
+            others.add(name)
+        elif mappers.get(name) and not mappers[name] & mine:
+            others.add(name)
+    return others
 
 
 @pytest.fixture(scope="session")
@@ -252,7 +274,8 @@ def session_leftovers(request):
         while True:
             procs = _leftover_workers()
             me = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}
-            shm = sorted(n for n in _shm_entries() - before if not _others_shm(n, me))
+            new = _shm_entries() - before
+            shm = sorted(new - _others_shm(new, me))
             if (not procs and not shm) or time.monotonic() >= deadline:
                 break
             time.sleep(0.1)
@@ -273,8 +296,8 @@ def pytest_sessionfinish(session, exitstatus):
     """After the whole suite, notebooks included: no shared-memory segment left behind."""
     before = getattr(session.config, "_labkit_shm", set())
     deadline = time.monotonic() + float(os.environ.get("LABKIT_LEAK_GRACE_S", LEAK_GRACE_S))
-    me = {os.getpid()}
-    while ((leaked := {n for n in _shm_entries() - before if not _others_shm(n, me)})
+    me = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}
+    while ((leaked := (new := _shm_entries() - before) - _others_shm(new, me))
            and time.monotonic() < deadline):
         time.sleep(0.2)  # a worker's segment is unlinked shortly after it exits
     if leaked and exitstatus == 0:

@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -29,6 +30,9 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+import conftest as _conftest  # noqa: E402 (its /dev/shm attribution, shared)
+
 TESTS = [
     "tests/test_fault_matrix.py::test_worker_crash_is_reported_within_seconds_naming_the_worker",
     "tests/test_fault_matrix.py::test_worker_hang_ends_at_the_timeout_naming_the_worker_and_batch",
@@ -44,24 +48,14 @@ TESTS = [
 ]
 TAG = "LABKIT_STRESS_TAG"
 GRACE_S = 5.0
-_SHM = Path("/dev/shm")
 
 
-def _shm() -> set[str]:
-    try:
-        return {p.name for p in _SHM.iterdir()}
-    except OSError:
-        return set()
-
-
-def _others_shm(name: str, tag: str) -> bool:
-    """torch's ``torch_<pid>_...`` entry of a live process outside this round (another run
-    on a shared machine): not this round's leftover."""
-    m = re.match(r"torch_(\d+)_", name)
-    try:
-        return bool(m) and psutil.Process(int(m.group(1))).environ().get(TAG) != tag
-    except psutil.Error:  # gone: it may have been ours
-        return False
+def _others_shm(names: set[str], tag: str) -> set[str]:
+    """The entries of ``names`` a live process outside this round holds (another run on a
+    shared machine): not this round's leftovers. As conftest's check, by pid instead of
+    environment tag."""
+    ours = {p.pid for p in _tagged(tag)}
+    return _conftest._others_shm(names, ours)
 
 
 def _tagged(tag: str) -> list[psutil.Process]:
@@ -75,11 +69,18 @@ def _tagged(tag: str) -> list[psutil.Process]:
     return out
 
 
-def _round(n: int, python: str, timeout_s: float) -> dict:
-    tag = f"{uuid.uuid4().hex}-{n}"
+def _kill(procs) -> None:
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
+def _round(n: int, python: str, timeout_s: float, tag: str) -> dict:
     env = {**os.environ, TAG: tag, "LABKIT_SCALE": "ci",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    shm_before = _shm()
+    shm_before = _conftest._shm_entries()
     t0 = time.monotonic()
     try:
         r = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS],
@@ -92,12 +93,8 @@ def _round(n: int, python: str, timeout_s: float) -> dict:
     deadline = time.monotonic() + GRACE_S
     while (left := _tagged(tag)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    for p in left:  # stop them, so one round's leak does not disturb the next
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    while ((shm := sorted(n for n in _shm() - shm_before if not _others_shm(n, tag)))
+    _kill(left)  # so that one round's leak does not disturb the next
+    while ((shm := sorted((new := _conftest._shm_entries() - shm_before) - _others_shm(new, tag)))
            and time.monotonic() < deadline):
         time.sleep(0.1)
     counts = {k: int(m.group(1)) if (m := re.search(rf"(\d+) {k}", out)) else 0
@@ -116,12 +113,16 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="write every round's figures here")
     args = ap.parse_args(argv)
 
+    # stoppable with Ctrl-C or kill even when started in the background (SIGINT ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
             for _ in range(args.busy)]
-    rounds, t0 = [], time.monotonic()
+    rounds, t0, tag = [], time.monotonic(), ""
     try:
         for n in range(1, args.runs + 1):
-            r = _round(n, sys.executable, args.timeout)
+            tag = f"{uuid.uuid4().hex}-{n}"
+            r = _round(n, sys.executable, args.timeout, tag)
             rounds.append(r)
             bad = (r["rc"] != 0 or r["internal_error"] or r["leftover_processes"]
                    or r["leftover_shm"])
@@ -136,6 +137,7 @@ def main(argv=None) -> int:
         for p in busy:
             p.kill()
             p.wait()
+        _kill(_tagged(tag))  # an interrupted round's pytest, workers, fork server
     summary = {
         "rounds": len(rounds),
         "busy_loops": args.busy,
