@@ -39,11 +39,11 @@ def test_private_methods_exist():
     assert not gone, f"torch {torch.__version__}: DataLoader lacks {gone}"
     # the kit's own hook must not shadow a name torch gives a meaning to
     assert not hasattr(_MultiProcessingDataLoaderIter, "wait_for_batch")
-    assert not hasattr(DataLoader, "worker_iterator")
+    assert not hasattr(DataLoader, "iter_class")
 
 
 class _Loader(tp.Loader):
-    class worker_iterator(tp.WorkerIterator):  # noqa: N801 (a class attribute)
+    class iter_class(tp.WorkerIterator):  # noqa: N801 (a class attribute)
         def wait_for_batch(self):
             while True:
                 ok, data = tp.try_get(self, 0.5)

@@ -48,15 +48,15 @@ SIGNAL_HANDLING = ("_remove_worker_pids", "_set_worker_pids", "_set_SIGCHLD_hand
 
 
 class Loader(DataLoader):
-    """A DataLoader whose multi-worker iterator is ``self.worker_iterator(self)``."""
+    """A DataLoader whose multi-worker iterator is ``self.iter_class(self)``."""
 
-    worker_iterator: type  # a WorkerIterator subclass, set by the subclass
+    iter_class: type  # a WorkerIterator subclass, set by the subclass
 
     def _get_iterator(self):
         if self.num_workers == 0:
             return super()._get_iterator()
         self.check_worker_number_rationality()
-        return self.worker_iterator(self)
+        return self.iter_class(self)
 
 
 class WorkerIterator(_MultiProcessingDataLoaderIter):

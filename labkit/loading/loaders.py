@@ -147,7 +147,7 @@ class _WorkerIter(_tp.WorkerIterator):
 class _Loader(_tp.Loader):
     """A ``DataLoader`` whose worker failures are reported clearly (see the module doc)."""
 
-    worker_iterator = _WorkerIter
+    iter_class = _WorkerIter
 
 
 # It is a DataLoader, and is named one where a type name is shown (lk.measure's default name)
