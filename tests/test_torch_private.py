@@ -67,7 +67,13 @@ def test_private_attributes_exist_on_a_live_iterator(live_workers):
         assert len(ws) == 2 and all(w.is_alive() for w in ws)
         assert tp.owed(it) == (0, 0)  # batch 0 is worker 0's, before any arrived
         assert sorted(int(x) for b in it for x in b[0]) == list(range(8))
-        assert not it._worker_pids_set  # off torch's SIGCHLD watch from the start
+        # off torch's SIGCHLD watch from the start: torch registered the workers before its
+        # first _reset (where the kit unwatches them), not after
+        assert not it._worker_pids_set
+        from torch.utils.data import _utils
+
+        with pytest.raises(ValueError, match="Cannot find worker information"):
+            _utils.signal_handling._remove_worker_pids(id(it))
     finally:
         tp.stop_workers(it)
         tp.drop_persistent_iter(loader)
