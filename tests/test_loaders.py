@@ -234,6 +234,39 @@ def test_a_worker_killed_between_batches_is_reported_by_the_kit_alone(live_worke
         shutdown(it)
 
 
+
+def test_a_worker_that_dies_handing_over_a_batch_is_named(monkeypatch, live_workers):
+    """A batch's tensors are fetched from the worker that sent it when the batch is read
+    (torch's file-descriptor sharing). A worker that dies between sending and that fetch
+    fails the read (connection refused or reset) while it may still count as alive, so
+    torch's own check lets the OSError through. Simulated here: worker 0 is SIGKILLed and
+    the read fails at once. The kit waits for the death and names the worker."""
+    from labkit.loading import _torch_private
+
+    real = _torch_private.try_get
+
+    def handover_fails(it, seconds):
+        if len(got) == 1:  # the second read: worker 0 dies as it is being read from
+            os.kill(_torch_private.workers(it)[0].pid, signal.SIGKILL)
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return real(it, seconds)
+
+    monkeypatch.setattr(_torch_private, "try_get", handover_fails)
+    loader = make_loader(TensorDataset(torch.arange(1000)), batch_size=4, num_workers=2,
+                         timeout=30)
+    it, got = iter(loader), []
+    try:
+        with pytest.raises(RuntimeError, match=r"^DataLoader worker \(pid\(s\) \d+\) exited "
+                                               r"unexpectedly: worker 0 \(pid \d+\) was "
+                                               "killed by SIGKILL") as info:
+            for batch in it:
+                got.append(batch)
+        assert isinstance(info.value.__cause__, ConnectionResetError)
+        assert live_workers() == []
+    finally:
+        shutdown(it)
+
+
 class _SamplerThatBreaks:
     """Raises while the iterator is being built, after its worker started: plainly, or as
     torch's SIGCHLD handler would for a worker killed in that instant."""

@@ -40,6 +40,9 @@ POLL_S = 0.5
 _DEATH_MSG = re.compile(r"DataLoader worker \(pid(?:\(s\))? ([\d, ]+)\) (?:exited "
                         r"unexpectedly|is killed by signal)")
 
+#: How long a failed batch handover waits for its worker's death to show (see wait_for_batch).
+_HANDOVER_S = 5.0
+
 _SIGNAL_HINTS = {
     signal.SIGSEGV: "a crash in native code (a decoder, an extension module)",
     signal.SIGBUS: "a bad memory access, e.g. a memory-mapped file truncated under it",
@@ -103,6 +106,12 @@ class _WorkerIter(_tp.WorkerIterator):
             except RuntimeError as e:
                 self._raise_if_death(e)
                 raise
+            except (OSError, EOFError) as e:
+                # A batch's tensors are fetched from the worker that sent it as the batch is
+                # read (torch's file-descriptor sharing): a worker dying in between fails the
+                # fetch while it may still count as alive, so torch's check let this through
+                self._raise_if_death(e, wait_s=_HANDOVER_S)
+                raise
             if ok:
                 return data
             if deadline is not None and time.monotonic() >= deadline:
@@ -117,14 +126,21 @@ class _WorkerIter(_tp.WorkerIterator):
             "The workers were stopped; pass a larger timeout= if one batch really takes "
             "that long")
 
-    def _raise_if_death(self, e: RuntimeError) -> None:
-        """Raise the kit's error for torch's worker-death error ``e`` if it names one of
-        this iterator's workers; return (and let the caller re-raise ``e``) otherwise."""
+    def _raise_if_death(self, e: BaseException, wait_s: float = 0.0) -> None:
+        """Raise the kit's error if ``e`` comes from a dead worker of this iterator: torch's
+        worker-death error naming one, or another error while one has died (or dies within
+        ``wait_s``); return (and let the caller re-raise ``e``) otherwise."""
         named = {int(p) for m in _DEATH_MSG.findall(str(e)) for p in m.split(",")}
-        ws = _tp.workers(self) if named else []
-        if not named & {w.pid for w in ws}:  # not a death, or another iterator's worker
+        ws = _tp.workers(self)
+        if named and not named & {w.pid for w in ws}:  # another iterator's worker
             return
-        dead = [(i, w) for i, w in enumerate(ws) if w.exitcode not in (None, 0)]
+        deadline = time.monotonic() + wait_s
+        while not (dead := [(i, w) for i, w in enumerate(ws) if w.exitcode not in (None, 0)]):
+            if named or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        if not (named or dead):  # not a worker death
+            return
         pids = ", ".join(str(w.pid) for _, w in dead) or ", ".join(map(str, sorted(named)))
         self._stop()
         raise RuntimeError(
