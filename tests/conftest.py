@@ -225,18 +225,26 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = [i for i in items if not i.get_closest_marker(SESSION_LAST)] + last
 
 
-def _shm_mappers() -> dict[str, set[int]]:
-    """/dev/shm entry -> the pids that have it mapped (a named semaphore is, while open)."""
-    import re
-
-    out: dict[str, set[int]] = {}
+def _shm_mappers() -> dict[int, set[int]]:
+    """/dev/shm inode -> the pids that have it mapped. By inode, not name: glibc creates a
+    named semaphore under a temporary name, maps it, then links it to ``sem.mp-...``, so its
+    creator's mapping shows the temporary (deleted) name."""
+    try:
+        dev = _SHM.stat().st_dev
+    except OSError:
+        return {}
+    out: dict[int, set[int]] = {}
     for maps in Path("/proc").glob("[0-9]*/maps"):
         try:
-            names = set(re.findall(r"/dev/shm/(\S+)", maps.read_text()))
+            lines = maps.read_text().splitlines()
         except OSError:  # gone, or not ours to read
             continue
-        for name in names:
-            out.setdefault(name, set()).add(int(maps.parent.name))
+        for line in lines:
+            f = line.split(maxsplit=5)
+            if len(f) == 6 and f[5].startswith("/dev/shm/"):
+                major, minor = (int(x, 16) for x in f[3].split(":"))
+                if os.makedev(major, minor) == dev:
+                    out.setdefault(int(f[4]), set()).add(int(maps.parent.name))
     return out
 
 
@@ -251,7 +259,12 @@ def _others_shm(names: set[str], mine: set[int]) -> set[str]:
         m = re.match(r"torch_(\d+)_", name)
         if m and int(m.group(1)) not in mine and psutil.pid_exists(int(m.group(1))):
             others.add(name)
-        elif mappers.get(name) and not mappers[name] & mine:
+            continue
+        try:
+            holders = mappers.get((_SHM / name).stat().st_ino)
+        except OSError:  # gone meanwhile
+            continue
+        if holders and not holders & mine:
             others.add(name)
     return others
 
