@@ -133,6 +133,8 @@ def main(argv=None) -> int:
                   f"{r['seconds']} s", flush=True)
             if bad:
                 print(r["output"][-6000:], flush=True)
+    except (KeyboardInterrupt, SystemExit):  # stopped early: report the rounds that ran
+        print(f"stopped after {len(rounds)} of {args.runs} rounds", flush=True)
     finally:
         for p in busy:
             p.kill()
