@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from pathlib import Path
@@ -221,13 +222,48 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = [i for i in items if not i.get_closest_marker(SESSION_LAST)] + last
 
 
-def _others_shm(name: str, mine: set[int]) -> bool:
-    """An entry that names a live process outside this session (torch's ``torch_<pid>_...``):
-    another pytest run's on a shared machine, not ours to report."""
+def _shm_mappers() -> dict[int, set[int]]:
+    """/dev/shm inode -> the pids that have it mapped. By inode, not name: glibc creates a
+    named semaphore under a temporary name, maps it, then links it to ``sem.mp-...``, so its
+    creator's mapping shows the temporary (deleted) name."""
+    try:
+        dev = _SHM.stat().st_dev
+    except OSError:
+        return {}
+    out: dict[int, set[int]] = {}
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            lines = maps.read_text().splitlines()
+        except OSError:  # gone, or not ours to read
+            continue
+        for line in lines:
+            f = line.split(maxsplit=5)
+            if len(f) == 6 and f[5].startswith("/dev/shm/"):
+                major, minor = (int(x, 16) for x in f[3].split(":"))
+                if os.makedev(major, minor) == dev:
+                    out.setdefault(int(f[4]), set()).add(int(maps.parent.name))
+    return out
+
+
+def _others_shm(names: set[str], mine: set[int]) -> set[str]:
+    """The entries of ``names`` that belong to a live process outside this session: another
+    pytest run's on a shared machine, not ours to report. torch's ``torch_<pid>_...`` names
+    its process; multiprocessing's ``sem.mp-...`` is mapped by the processes using it."""
     import re
 
-    m = re.match(r"torch_(\d+)_", name)
-    return bool(m) and int(m.group(1)) not in mine and psutil.pid_exists(int(m.group(1)))
+    others, mappers = set(), _shm_mappers() if names else {}
+    for name in names:
+        m = re.match(r"torch_(\d+)_", name)
+        if m and int(m.group(1)) not in mine and psutil.pid_exists(int(m.group(1))):
+            others.add(name)
+            continue
+        try:
+            holders = mappers.get((_SHM / name).stat().st_ino)
+        except OSError:  # gone meanwhile
+            continue
+        if holders and not holders & mine:
+            others.add(name)
+    return others
 
 
 @pytest.fixture(scope="session")
@@ -242,13 +278,18 @@ def session_leftovers(request):
     config = request.config
 
     def check() -> list[str]:
+        # An iterator kept by a traceback's reference cycle (a test's pytest.raises) holds
+        # its queues' semaphores (sem.mp-... under spawn / forkserver) until the collector
+        # runs: garbage, not a leak.
+        gc.collect()
         grace = float(os.environ.get("LABKIT_LEAK_GRACE_S", LEAK_GRACE_S))
         before = getattr(config, "_labkit_shm", set())
         deadline = time.monotonic() + grace
         while True:
             procs = _leftover_workers()
             me = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}
-            shm = sorted(n for n in _shm_entries() - before if not _others_shm(n, me))
+            new = _shm_entries() - before
+            shm = sorted(new - _others_shm(new, me))
             if (not procs and not shm) or time.monotonic() >= deadline:
                 break
             time.sleep(0.1)
@@ -268,9 +309,10 @@ def session_leftovers(request):
 def pytest_sessionfinish(session, exitstatus):
     """After the whole suite, notebooks included: no shared-memory segment left behind."""
     before = getattr(session.config, "_labkit_shm", set())
+    gc.collect()  # garbage holding semaphores is not a leak (see session_leftovers)
     deadline = time.monotonic() + float(os.environ.get("LABKIT_LEAK_GRACE_S", LEAK_GRACE_S))
-    me = {os.getpid()}
-    while ((leaked := {n for n in _shm_entries() - before if not _others_shm(n, me)})
+    me = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}
+    while ((leaked := (new := _shm_entries() - before) - _others_shm(new, me))
            and time.monotonic() < deadline):
         time.sleep(0.2)  # a worker's segment is unlinked shortly after it exits
     if leaked and exitstatus == 0:

@@ -525,8 +525,8 @@ def test_interrupt_mid_epoch_then_resume_loses_and_repeats_nothing(wds_fx, who):
             for batch in it:
                 before += _ids(batch)
                 if len(before) == 3 * 32:
-                    if who == "terminal":
-                        for w in it._workers:
+                    if who == "terminal":  # the reference pass's workers were shut down
+                        for w in lk.worker_processes():
                             os.kill(w.pid, signal.SIGINT)
                     os.kill(os.getpid(), signal.SIGINT)
                     time.sleep(5)  # the KeyboardInterrupt arrives before this ends

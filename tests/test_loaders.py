@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import signal
 import time
 import warnings
 
@@ -179,10 +182,14 @@ def test_a_worker_failure_resets_a_persistent_loader(live_workers):
 
     loader = make_loader(BreaksAt(how="exit"), batch_size=4, num_workers=2, timeout=30,
                          persistent_workers=True)
+    pids = []
     for _ in range(2):  # the next epoch starts new workers instead of reusing the stopped ones
-        with pytest.raises(RuntimeError, match=r"worker 0 \(pid \d+\) exited with code 3"):
+        with pytest.raises(RuntimeError,
+                           match=r"worker 0 \(pid \d+\) exited with code 3") as info:
             list(loader)
-        assert loader._iterator is None and live_workers() == []
+        pids.append(re.search(r"worker 0 \(pid (\d+)\)", str(info.value)).group(1))
+        assert live_workers() == []
+    assert pids[0] != pids[1], pids  # a reused, stopped iterator would name the same worker
 
 
 def test_worker_errors_raised_by_the_dataset_pass_through_unchanged(live_workers):
@@ -207,3 +214,89 @@ class _Raises(Dataset):
 
     def __getitem__(self, i):
         raise IndexError(f"no item {i}")
+
+
+def test_a_worker_killed_between_batches_is_reported_by_the_kit_alone(live_workers):
+    """The worker dies while the main thread is elsewhere (here: asleep). torch's SIGCHLD
+    handler would raise its own message right there, in whatever code was running (pytest's
+    reporting included); the kit's workers are off that watch, so the next wait reports it."""
+    loader = make_loader(TensorDataset(torch.arange(1000)), batch_size=4, num_workers=2,
+                         timeout=30)
+    it = iter(loader)
+    try:
+        next(it)
+        victim = worker_processes()[0].pid
+        os.kill(victim, signal.SIGKILL)
+        time.sleep(1.0)  # SIGCHLD arrives and torch's handler runs in here
+        with pytest.raises(RuntimeError, match=rf"worker \d \(pid {victim}\) was killed by "
+                                               "SIGKILL: killed from outside"):
+            for _ in it:
+                pass
+        assert live_workers() == []  # its other worker was stopped with it
+    finally:
+        shutdown(it)
+
+
+
+def test_a_worker_that_dies_handing_over_a_batch_is_named(monkeypatch, live_workers):
+    """A batch's tensors are fetched from the worker that sent it when the batch is read
+    (torch's file-descriptor sharing). A worker that dies between sending and that fetch
+    fails the read (connection refused or reset) while it may still count as alive, so
+    torch's own check lets the OSError through. Simulated here: worker 0 is SIGKILLed and
+    the read fails at once. The kit waits for the death and names the worker."""
+    from labkit.loading import _torch_private
+
+    real = _torch_private.try_get
+
+    def handover_fails(it, seconds):
+        if len(got) == 1:  # the second read: worker 0 dies as it is being read from
+            os.kill(_torch_private.workers(it)[0].pid, signal.SIGKILL)
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return real(it, seconds)
+
+    monkeypatch.setattr(_torch_private, "try_get", handover_fails)
+    loader = make_loader(TensorDataset(torch.arange(1000)), batch_size=4, num_workers=2,
+                         timeout=30)
+    it, got = iter(loader), []
+    try:
+        with pytest.raises(RuntimeError, match=r"^DataLoader worker \(pid\(s\) \d+\) exited "
+                                               r"unexpectedly: worker 0 \(pid \d+\) was "
+                                               "killed by SIGKILL") as info:
+            for batch in it:
+                got.append(batch)
+        assert isinstance(info.value.__cause__, ConnectionResetError)
+        assert live_workers() == []
+    finally:
+        shutdown(it)
+
+
+class _SamplerThatBreaks:
+    """Raises while the iterator is being built, after its worker started: plainly, or as
+    torch's SIGCHLD handler would for a worker killed in that instant."""
+
+    def __init__(self, kill: bool):
+        self.kill, self.calls = kill, 0
+
+    def __len__(self):
+        return 4
+
+    def __iter__(self):
+        self.calls += 1
+        if self.calls == 1:  # torch's first iter(), before it starts the workers
+            return iter(range(4))
+        (w,) = worker_processes()
+        if not self.kill:
+            raise RuntimeError("the sampler broke")
+        os.kill(w.pid, signal.SIGKILL)
+        time.sleep(0.5)  # dead, not yet reaped: as torch's handler finds it
+        raise RuntimeError(f"DataLoader worker (pid {w.pid}) is killed by signal: Killed. ")
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["error", "worker-death"])
+def test_a_failure_while_the_iterator_is_built_stops_its_workers(kill, live_workers):
+    loader = make_loader(_ids(), batch_size=None, sampler=_SamplerThatBreaks(kill),
+                         num_workers=1, timeout=30)
+    death = r"exited unexpectedly: worker 0 \(pid \d+\) was killed by SIGKILL"
+    with pytest.raises(RuntimeError, match=death if kill else "^the sampler broke$"):
+        iter(loader)
+    assert live_workers() == []  # now, while the traceback still holds the iterator

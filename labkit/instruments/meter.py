@@ -45,8 +45,7 @@ def uniform_batch_size(loader: Any) -> int | None:
     torch = sys.modules.get("torch")  # never import torch just to ask
     if torch is None:
         return None
-    from torch.utils.data import BatchSampler, DataLoader
-    from torch.utils.data._utils.collate import default_collate
+    from torch.utils.data import BatchSampler, DataLoader, default_collate
 
     if (
         isinstance(loader, DataLoader)

@@ -16,6 +16,7 @@ stopped at once, so none is left running behind the error.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 import warnings
@@ -23,7 +24,8 @@ import weakref
 from typing import Any
 
 from torch.utils.data import DataLoader
-from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
+
+from . import _torch_private as _tp
 
 #: Seconds a worker may take to deliver one batch before the DataLoader raises.
 DEFAULT_TIMEOUT_S = 60.0
@@ -31,6 +33,15 @@ DEFAULT_TIMEOUT_S = 60.0
 #: only when its ``timeout`` runs out, so under forkserver (no SIGCHLD reaches the loader: the
 #: fork server is the workers' parent) a crashed worker went unreported for the whole timeout.
 POLL_S = 0.5
+
+# torch's worker-death errors: from its health check, "DataLoader worker (pid(s) 12, 13)
+# exited unexpectedly", and from its SIGCHLD handler, "DataLoader worker (pid 12) exited
+# unexpectedly with exit code 3" / "... (pid 12) is killed by signal: Killed."
+_DEATH_MSG = re.compile(r"DataLoader worker \(pid(?:\(s\))? ([\d, ]+)\) (?:exited "
+                        r"unexpectedly|is killed by signal)")
+
+#: How long a failed batch handover waits for its worker's death to show (see wait_for_batch).
+_HANDOVER_S = 5.0
 
 _SIGNAL_HINTS = {
     signal.SIGSEGV: "a crash in native code (a decoder, an extension module)",
@@ -60,68 +71,99 @@ def _death(worker_id: int, w) -> str:
             "a library it calls, ended the process)")
 
 
-class _WorkerIter(_MultiProcessingDataLoaderIter):
-    """torch's multi-worker iterator; its errors say which worker failed and how."""
+class _WorkerIter(_tp.WorkerIterator):
+    """torch's multi-worker iterator; its errors say which worker failed and how.
+
+    One party reports a dead worker: this iterator. Its workers are off torch's SIGCHLD
+    watch before they get any work (see ``_torch_private``), so torch's handler, which raises
+    asynchronously wherever the main thread is (even in pytest's reporting, long after the
+    error), never fires for them; the :data:`POLL_S` health check in :meth:`wait_for_batch`
+    is the only detector, and any worker-death error, in either of torch's forms, that
+    names one of these workers is rewritten into the kit's and stops the others.
+    """
 
     def __init__(self, loader):
-        super().__init__(loader)
         self._owner = weakref.ref(loader)
+        try:
+            super().__init__(loader)
+        except BaseException as e:  # incl. KeyboardInterrupt while spawn workers start
+            # A worker death torch's handler raised in the instant between registering the
+            # workers and _reset taking them off its watch gets the kit's message. Either
+            # way this iterator is never returned: its workers stop now, not at collection.
+            if isinstance(e, RuntimeError):
+                self._raise_if_death(e)
+            _tp.stop_workers(self)
+            raise
 
-    def _get_data(self):
-        if self._timeout <= 0:
-            return super()._get_data()
-        deadline = time.monotonic() + self._timeout
+    def wait_for_batch(self):
+        timeout = _tp.timeout(self)
+        deadline = time.monotonic() + timeout if timeout > 0 else None
         while True:
+            left = POLL_S if deadline is None else max(deadline - time.monotonic(), 0)
             try:
-                # short waits: _try_get_data checks the workers' health after each one
-                ok, data = self._try_get_data(min(POLL_S, max(deadline - time.monotonic(), 0)))
+                # short waits: torch checks the workers' health after each one
+                ok, data = _tp.try_get(self, min(POLL_S, left))
             except RuntimeError as e:
-                if "exited unexpectedly" not in str(e):
-                    raise
-                dead = [_death(i, w) for i, w in enumerate(self._workers)
-                        if w.exitcode not in (None, 0)]
-                self._stop()
-                raise RuntimeError(
-                    f"{e}: {'; '.join(dead) or 'no exit status'}. Its other workers were "
-                    "stopped; rerun with num_workers=0 to see the failure in this process"
-                ) from e
+                self._raise_if_death(e)
+                raise
+            except (OSError, EOFError) as e:
+                # A batch's tensors are fetched from the worker that sent it as the batch is
+                # read (torch's file-descriptor sharing): a worker dying in between fails the
+                # fetch while it may still count as alive, so torch's check let this through
+                self._raise_if_death(e, wait_s=_HANDOVER_S)
+                raise
             if ok:
                 return data
-            if time.monotonic() >= deadline:
+            if deadline is not None and time.monotonic() >= deadline:
                 break
-        owes = self._task_info.get(self._rcvd_idx, (None,))[0]
-        who = (f"worker {owes} (pid {self._workers[owes].pid}) has not delivered batch "
-               f"{self._rcvd_idx}" if owes is not None else "no worker delivered a batch")
+        owes, batch = _tp.owed(self)
+        who = (f"worker {owes} (pid {_tp.workers(self)[owes].pid}) has not delivered batch "
+               f"{batch}" if owes is not None else "no worker delivered a batch")
         self._stop(stuck=owes)
         raise RuntimeError(
-            f"DataLoader timed out after {self._timeout} seconds: {who} (a read or "
+            f"DataLoader timed out after {timeout} seconds: {who} (a read or "
             "__getitem__ that never returns: a stalled server, a lock, an endless loop?). "
             "The workers were stopped; pass a larger timeout= if one batch really takes "
             "that long")
 
+    def _raise_if_death(self, e: BaseException, wait_s: float = 0.0) -> None:
+        """Raise the kit's error if ``e`` comes from a dead worker of this iterator: torch's
+        worker-death error naming one, or another error while one has died (or dies within
+        ``wait_s``); return (and let the caller re-raise ``e``) otherwise."""
+        named = {int(p) for m in _DEATH_MSG.findall(str(e)) for p in m.split(",")}
+        ws = _tp.workers(self)
+        if named and not named & {w.pid for w in ws}:  # another iterator's worker
+            return
+        deadline = time.monotonic() + wait_s
+        while not (dead := [(i, w) for i, w in enumerate(ws) if w.exitcode not in (None, 0)]):
+            if named or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        if not (named or dead):  # not a worker death
+            return
+        pids = ", ".join(str(w.pid) for _, w in dead) or ", ".join(map(str, sorted(named)))
+        self._stop()
+        raise RuntimeError(
+            f"DataLoader worker (pid(s) {pids}) exited unexpectedly: "
+            f"{'; '.join(_death(i, w) for i, w in dead) or 'no exit status'}. Its other "
+            "workers were stopped; rerun with num_workers=0 to see the failure in this process"
+        ) from e
+
     def _stop(self, stuck: int | None = None) -> None:
         """Stop every worker now; a stuck one is killed (torch would wait 5 s to join it)."""
-        from torch.utils.data import _utils
-
-        if self._worker_pids_set:  # off torch's SIGCHLD watch: this kill is no crash
-            _utils.signal_handling._remove_worker_pids(id(self))
-            self._worker_pids_set = False
-        if stuck is not None and self._workers[stuck].is_alive():
-            self._workers[stuck].terminate()
-        self._shutdown_workers()
+        _tp.unwatch(self)
+        if stuck is not None and _tp.workers(self)[stuck].is_alive():
+            _tp.workers(self)[stuck].terminate()
+        _tp.stop_workers(self)
         owner = self._owner()
-        if owner is not None and owner._iterator is self:  # persistent workers: start afresh
-            owner._iterator = None
+        if owner is not None:  # persistent workers: the next epoch starts afresh
+            _tp.drop_persistent_iter(owner, self)
 
 
-class _Loader(DataLoader):
+class _Loader(_tp.Loader):
     """A ``DataLoader`` whose worker failures are reported clearly (see the module doc)."""
 
-    def _get_iterator(self):
-        if self.num_workers == 0:
-            return super()._get_iterator()
-        self.check_worker_number_rationality()
-        return _WorkerIter(self)
+    iter_class = _WorkerIter
 
 
 # It is a DataLoader, and is named one where a type name is shown (lk.measure's default name)
@@ -169,12 +211,12 @@ def shutdown(it: Any) -> None:
     """
     if it is None:
         return
-    if hasattr(it, "_iterator") and hasattr(it, "dataset"):  # a DataLoader
-        it, it_owner = it._iterator, it
-        it_owner._iterator = None
+    if isinstance(it, DataLoader):
+        it, loader = _tp.persistent_iter(it), it
+        _tp.drop_persistent_iter(loader)
         if it is None:
             return
-    stop = getattr(it, "_shutdown_workers", None)  # torch's multiprocessing iterator
+    stop = _tp.worker_shutdown(it)  # torch's multiprocessing iterator
     if stop is not None:
         stop()
     close = getattr(it, "close", None)  # a generator: runs its finally blocks
@@ -189,7 +231,7 @@ def end_pass(it: Any) -> None:
     ``iter()`` reuses them); shutting them down would break that next pass. Everything else
     is stopped now with :func:`shutdown`. The meter and the prefetchers end passes this way.
     """
-    if getattr(it, "_persistent_workers", False):  # torch's iterator over persistent workers
+    if _tp.has_persistent_workers(it):  # torch's iterator over persistent workers
         return
     shutdown(it)
 

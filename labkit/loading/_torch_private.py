@@ -1,0 +1,135 @@
+"""Every private torch name the kit uses, and why no public one does the job (chapter 01).
+
+torch's DataLoader has no public hook for how its iterator waits for a batch or for its
+worker processes, and the kit's loader (``loaders.py``) needs both to fail clearly. Each use:
+
+* ``DataLoader._get_iterator``: where a DataLoader builds its iterator (``__iter__`` calls
+  it, also for persistent workers); :class:`Loader` builds a :class:`WorkerIterator` there.
+* ``_MultiProcessingDataLoaderIter``: the only multi-worker iterator; :class:`WorkerIterator`
+  subclasses it, overriding ``_get_data`` (the one place the iterator waits for a batch, so
+  the wait can poll worker health every ``POLL_S``; ``timeout=`` alone waits it out, 60 s)
+  and ``_reset`` (the first point after torch registered the workers with its SIGCHLD watch
+  and before it sends them any work; see :func:`unwatch`).
+* ``_workers``: the worker ``Process`` objects. Only they know a worker's exit code or signal
+  under every start method (a forkserver worker is the fork server's child, not ours).
+* ``_try_get_data``: one bounded wait on the data queue that also checks each worker is alive
+  (torch's own worker-death check, "DataLoader worker (pid(s) N) exited unexpectedly").
+* ``_timeout``: the DataLoader's ``timeout=`` as the iterator holds it.
+* ``_task_info``, ``_rcvd_idx``: which worker owes the batch a timed-out wait was for.
+* ``_utils.signal_handling._remove_worker_pids``, ``_worker_pids_set``: torch's SIGCHLD
+  handler raises "DataLoader worker (pid N) exited unexpectedly ..." asynchronously, in the
+  main thread, wherever it is (pytest's reporting included), for every registered worker
+  pid. No public switch turns it off, so the kit takes its workers off that watch.
+* ``_shutdown_workers``: stop an iterator's workers now (``del it`` waits for the last
+  reference, which a traceback may hold); also torchdata's StatefulDataLoader iterator's.
+* ``_workers_status``: set by ``_reset``; ``_shutdown_workers`` needs it even when torch
+  failed before its first ``_reset``.
+* ``_iterator`` (DataLoader), ``_persistent_workers`` (iterator): the iterator a
+  DataLoader keeps for ``persistent_workers=True``, to stop it or to start afresh.
+
+``tests/test_torch_private.py`` fails naming the attribute when a torch release changes any
+of these. Nothing else in labkit names private torch API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch.utils.data import DataLoader, _utils
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
+
+#: The private names above, by owner (what tests/test_torch_private.py checks).
+ITERATOR_METHODS = ("_get_data", "_reset", "_try_get_data", "_shutdown_workers")
+ITERATOR_ATTRS = ("_workers", "_timeout", "_task_info", "_rcvd_idx", "_worker_pids_set",
+                  "_workers_status", "_persistent_workers")
+LOADER_METHODS = ("_get_iterator",)
+LOADER_ATTRS = ("_iterator",)
+SIGNAL_HANDLING = ("_remove_worker_pids", "_set_worker_pids", "_set_SIGCHLD_handler")
+
+
+class Loader(DataLoader):
+    """A DataLoader whose multi-worker iterator is ``self.iter_class(self)``."""
+
+    iter_class: type  # a WorkerIterator subclass, set by the subclass
+
+    def _get_iterator(self):
+        if self.num_workers == 0:
+            return super()._get_iterator()
+        self.check_worker_number_rationality()
+        return self.iter_class(self)
+
+
+class WorkerIterator(_MultiProcessingDataLoaderIter):
+    """torch's multi-worker iterator, off torch's SIGCHLD watch, waiting through
+    :meth:`wait_for_batch` (which a subclass defines)."""
+
+    def _reset(self, loader, first_iter: bool = False) -> None:
+        if first_iter:  # torch registered the workers just now; no index was sent yet
+            unwatch(self)
+        super()._reset(loader, first_iter)
+
+    def _get_data(self):
+        return self.wait_for_batch()
+
+    def wait_for_batch(self):
+        raise NotImplementedError
+
+
+def unwatch(it) -> None:
+    """Take ``it``'s workers off torch's SIGCHLD watch (a no-op if they are not on it)."""
+    try:
+        _utils.signal_handling._remove_worker_pids(id(it))
+    except ValueError:  # "Cannot find worker information": not registered (any more)
+        pass
+    it._worker_pids_set = False
+
+
+def workers(it) -> list:
+    """The iterator's worker ``multiprocessing.Process`` objects, in worker-id order (none
+    before torch has started any)."""
+    return list(getattr(it, "_workers", ()))
+
+
+def timeout(it) -> float:
+    return it._timeout
+
+
+def try_get(it, seconds: float) -> tuple[bool, Any]:
+    """Wait up to ``seconds`` for the next item from the workers: ``(True, item)`` or
+    ``(False, None)``; raises torch's RuntimeError if a worker is found dead."""
+    return it._try_get_data(seconds)
+
+
+def owed(it) -> tuple[int | None, int]:
+    """``(worker id or None, batch index)``: who owes the batch the iterator waits for."""
+    return it._task_info.get(it._rcvd_idx, (None,))[0], it._rcvd_idx
+
+
+def stop_workers(it) -> None:
+    """torch's own shutdown of ``it``'s workers (signal, join, kill what is left), now."""
+    unwatch(it)
+    if not workers(it):  # torch failed before starting any
+        return
+    if not hasattr(it, "_workers_status"):  # torch failed before its first _reset
+        it._workers_status = [True] * len(it._workers)
+    it._shutdown_workers()
+
+
+def worker_shutdown(it):
+    """``it``'s stop-the-workers method if it is a torch multi-worker iterator, else None."""
+    return getattr(it, "_shutdown_workers", None)
+
+
+def persistent_iter(loader):
+    """The iterator a DataLoader keeps for ``persistent_workers`` (None if none)."""
+    return getattr(loader, "_iterator", None)
+
+
+def drop_persistent_iter(loader, it=None) -> None:
+    """Make ``loader``'s next ``iter()`` start new workers (only if it keeps ``it``, if given)."""
+    if it is None or loader._iterator is it:
+        loader._iterator = None
+
+
+def has_persistent_workers(it) -> bool:
+    return bool(getattr(it, "_persistent_workers", False))
