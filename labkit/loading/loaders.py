@@ -170,6 +170,17 @@ class _Loader(_tp.Loader):
 _Loader.__name__ = _Loader.__qualname__ = "DataLoader"
 
 
+def worker_kwargs(num_workers: int, timeout: float = DEFAULT_TIMEOUT_S) -> dict:
+    """The kit's one worker-timeout rule, for loaders it does not build itself (chapter 01).
+
+    ``{"timeout": timeout}`` when there are workers (a stuck worker then fails instead of
+    hanging), ``{}`` without (torch refuses ``timeout`` for ``num_workers=0``). Pass it to a
+    library's loader (WebLoader, StatefulDataLoader, a plain DataLoader); :func:`make_loader`
+    applies the same rule.
+    """
+    return {"timeout": timeout} if num_workers > 0 else {}
+
+
 def make_loader(
     dataset,
     *,
@@ -196,8 +207,9 @@ def make_loader(
     if pin_memory and not torch.cuda.is_available():
         warnings.warn("pin_memory=True ignored: no CUDA device to pin for", stacklevel=2)
         pin_memory = False
+    kwargs.update(worker_kwargs(num_workers, timeout))
     if num_workers > 0:
-        kwargs.update(timeout=timeout, persistent_workers=persistent_workers)
+        kwargs["persistent_workers"] = persistent_workers
         if prefetch_factor is not None:
             kwargs["prefetch_factor"] = prefetch_factor
     return _Loader(dataset, batch_size=batch_size, num_workers=num_workers,

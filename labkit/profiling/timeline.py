@@ -22,8 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
-from torch.utils.data._utils.collate import default_collate
+from torch.utils.data import DataLoader, IterableDataset, default_collate, get_worker_info
 
 clock = time.perf_counter
 # Per process (each worker has its own copy): when the batch being made started, and how

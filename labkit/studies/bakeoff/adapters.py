@@ -15,7 +15,7 @@ from torch.utils.data import Subset, default_collate
 
 from ...images.decode import decode_jpeg
 from ...images.folder import ImageFolderDataset
-from ...loading.loaders import make_loader
+from ...loading.loaders import make_loader, worker_kwargs
 from .data import BakeoffData, ensure_format
 from .datasets import (
     ArrowImageBatches,
@@ -24,7 +24,6 @@ from .datasets import (
     _DecodeItem,
     _HFDecode,
     _sample,
-    _worker_kw,
 )
 
 
@@ -101,7 +100,7 @@ def _webdataset(data, batch_size, num_workers, decoder):
     ds = (wds.WebDataset(urls, shardshuffle=False, empty_check=False,
                          nodesplitter=wds.split_by_node)
           .map(decode).batched(batch_size, collation_fn=default_collate, partial=True))
-    kw = _worker_kw(num_workers)
+    kw = worker_kwargs(num_workers)
     return wds.WebLoader(ds, batch_size=None, num_workers=num_workers, **kw)
 
 
@@ -139,7 +138,7 @@ def _stateful_dataloader(data, batch_size, num_workers, decoder):
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     ds = Subset(ImageFolderDataset(data.images, decoder=decoder), range(data.samples))
-    kw = _worker_kw(num_workers)
+    kw = worker_kwargs(num_workers)
     return StatefulDataLoader(ds, batch_size=batch_size, num_workers=num_workers, **kw)
 
 
@@ -199,7 +198,7 @@ def _litdata(data, batch_size, num_workers, decoder):
     # StreamingDataLoader takes only litdata's own datasets: decode through its transform
     ds = litdata.StreamingDataset(input_dir=str(folder), shuffle=False,
                                   transform=_DecodeItem(decoder))
-    kw = _worker_kw(num_workers)
+    kw = worker_kwargs(num_workers)
     return litdata.StreamingDataLoader(ds, batch_size=batch_size, num_workers=num_workers, **kw)
 
 

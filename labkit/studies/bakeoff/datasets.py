@@ -9,14 +9,7 @@ import torch
 from torch.utils.data import default_collate
 
 from ...images.decode import decode_jpeg
-from ...loading.loaders import DEFAULT_TIMEOUT_S
 from ...streams.split import SplitStream
-
-
-def _worker_kw(num_workers: int) -> dict:
-    """``timeout=`` for loaders with workers (torch refuses it without), as make_loader does."""
-    return {"timeout": DEFAULT_TIMEOUT_S} if num_workers else {}
-
 
 # -- the datasets the adapters share (module level: workers must unpickle them) -------------
 

@@ -49,12 +49,12 @@ def _decoding_loader(shards, num_workers: int):
     import webdataset as wds
     from torch.utils.data import DataLoader
 
-    from ...loading.loaders import DEFAULT_TIMEOUT_S
+    from ...loading.loaders import worker_kwargs
 
     ds = (wds.WebDataset([str(s) for s in shards], shardshuffle=False, empty_check=False)
           .decode("torchrgb8").to_tuple("jpg", "cls", "npy").batched(32, partial=True))
     return DataLoader(ds, batch_size=None, num_workers=num_workers, persistent_workers=True,
-                      timeout=DEFAULT_TIMEOUT_S)
+                      **worker_kwargs(num_workers))
 
 
 @benchmark("webdataset", goal=f"no-decode read >= {READ_GOAL}x Python tarfile (ceiling ~1x: "
