@@ -303,8 +303,8 @@ def test_a_failure_while_the_iterator_is_built_stops_its_workers(kill, live_work
 
 
 def test_one_worker_timeout_rule_for_loaders_the_kit_does_not_build():
-    from labkit.loading.loaders import DEFAULT_TIMEOUT_S, worker_kwargs
+    from labkit.loading.loaders import DEFAULT_TIMEOUT_S, make_loader, worker_kwargs
 
     assert worker_kwargs(0) == {} and worker_kwargs(2) == {"timeout": DEFAULT_TIMEOUT_S}
-    assert lk.make_loader(range(4), num_workers=2).timeout == DEFAULT_TIMEOUT_S
-    assert lk.make_loader(range(4), num_workers=0).timeout == 0
+    assert make_loader(range(4), num_workers=2).timeout == DEFAULT_TIMEOUT_S
+    assert make_loader(range(4), num_workers=0).timeout == 0
