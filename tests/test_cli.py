@@ -118,7 +118,7 @@ def ci_run(tmp_path_factory):
     return r, out
 
 
-RUN_CHAPTERS = ["00", "01"]
+RUN_CHAPTERS = ["00", "05"]  # two of the quickest chapters that record figures
 
 
 def test_run_without_names_means_every_chapter():
