@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from ..data.fixtures import source_files
 from ..errors import DataFormatError
 
 
@@ -32,9 +33,7 @@ class TensorFiles(Dataset):
 
     def __init__(self, folder):
         self.folder = Path(folder)
-        self.files = sorted(self.folder.glob("*.pt"))
-        if not self.files:
-            raise DataFormatError(f"{self.folder}: no .pt files")
+        self.files = source_files(self.folder, ".pt")
 
     def __len__(self) -> int:
         return len(self.files)

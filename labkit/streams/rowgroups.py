@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..data.fixtures import source_files
 from ..errors import DataFormatError
 from .split import SplitStream
 
@@ -20,10 +21,7 @@ from .split import SplitStream
 def _files(fixture_or_files) -> list[Path]:
     if hasattr(fixture_or_files, "meta") and "shards" in fixture_or_files.meta:
         return [fixture_or_files.path / s["file"] for s in fixture_or_files.meta["shards"]]
-    if isinstance(fixture_or_files, (str, Path)):
-        p = Path(fixture_or_files)
-        return sorted(p.glob("*.parquet")) if p.is_dir() else [p]
-    return [Path(p) for p in fixture_or_files]
+    return source_files(fixture_or_files, ".parquet", missing_ok=True)
 
 
 def open_parquet(path, columns=()):

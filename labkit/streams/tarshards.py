@@ -13,7 +13,6 @@ samples each worker already yielded, and a resumed worker seeks straight to the 
 from __future__ import annotations
 
 import io
-import os
 import tarfile
 from itertools import islice
 from pathlib import Path
@@ -21,21 +20,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..data.fixtures import source_files
 from ..errors import DataFormatError
 from .split import Place, SplitStream
 
 
 def shard_files(source) -> list[Path]:
-    """The ``.tar`` shards of a Fixture, a folder or a list of paths, sorted."""
-    if hasattr(source, "file_list"):
-        files = source.file_list(".tar")
-    elif isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
-        files = sorted(Path(source).glob("*.tar"))
-    else:
-        files = [Path(p) for p in source]
-    if not files:
-        raise DataFormatError(f"{source}: no .tar shards")
-    return [Path(f) for f in files]
+    """The ``.tar`` shards of a Fixture, a folder, a file or a list of paths, sorted."""
+    return source_files(source, ".tar")
 
 
 def index_shard(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
