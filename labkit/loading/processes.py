@@ -16,16 +16,18 @@ def stop_processes(procs, grace_s: float = 2.0) -> list:
     import psutil
 
     procs = list(procs)
+    _, alive = psutil.wait_procs(_send(procs, "terminate"), timeout=grace_s)
+    _, alive = psutil.wait_procs(_send(alive, "kill"), timeout=grace_s)
+    return alive
+
+
+def _send(procs: list, how: str) -> list:
+    """Call ``terminate`` or ``kill`` on each process, skipping the ones already gone."""
+    import psutil
+
     for p in procs:
         try:
-            p.terminate()
+            getattr(p, how)()
         except psutil.Error:
             pass
-    _, alive = psutil.wait_procs(procs, timeout=grace_s)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(alive, timeout=grace_s)
-    return alive
+    return procs
