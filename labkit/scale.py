@@ -44,9 +44,9 @@ KNOBS: dict[str, dict[str, object]] = {
     "sweep_batches": {"ci": 6, "workshop": 40, "full": 80},  # batches per timed pass
     "prefetch_factors": {"ci": [1, 2], "workshop": [1, 2, 4], "full": [1, 2, 4]},
     "tune_batches": {"ci": 4, "workshop": 30, "full": 60},
-    # 10 decode and augment, 11 capstone (bake-off)
+    # 10 decode and augment, 16 capstone (bake-off)
     "image_samples": {"ci": 256, "workshop": 2000, "full": 8000},  # images timed per pass
-    # 11 capstone
+    # 16 capstone
     "tuning_samples": {"ci": 512, "workshop": 4000, "full": 20000},  # images per pass
     "big_batch_size": {"ci": 64, "workshop": 128, "full": 128},  # the "batching" step
 }

@@ -186,7 +186,7 @@ def plot_shuffle_quality(results: dict, metric: str = "same_shard_neighbours",
 
 
 def plot_tuning(results, title: str | None = None):
-    """The capstone's steps: samples/s after each change, the gain of each (chapter 14).
+    """The capstone's steps: samples/s after each change, the gain of each (chapter 16).
 
     Left: whole-pass samples/s of each step, labelled with its gain over the naive step;
     hatched bars are changes that were reverted (they did not beat the best so far). Right:
@@ -221,7 +221,7 @@ def plot_tuning(results, title: str | None = None):
 
 
 def plot_bakeoff(results, title: str | None = None):
-    """The bake-off: samples/s per loader, x the torch map-style baseline (chapter 14).
+    """The bake-off: samples/s per loader, x the torch map-style baseline (chapter 16).
 
     Loaders that ran are bars (red when the exactly-once audit failed); skipped or failed
     ones are listed under the plot with their reason cut short.

@@ -1,4 +1,4 @@
-"""Packed images: every JPEG in one file plus an offset index, read through a memory map (ch. 14).
+"""Packed images: every JPEG in one file plus an offset index, read through a memory map (ch. 16).
 
 The smallest change of layout that removes the per-file cost: still map-style, so the
 sampler, the shuffle and the workers work as before.
@@ -60,7 +60,7 @@ def pack_images(fixture_or_folder, dest) -> Path:
 
 
 class PackedImages(Dataset):
-    """The packed images as a map-style dataset: ``{"image", "label", "id"}`` (chapter 14).
+    """The packed images as a map-style dataset: ``{"image", "label", "id"}`` (chapter 16).
 
     The same samples, in the same order, as :class:`~labkit.ImageFolderDataset` over the
     folder that was packed; one memory map instead of one open/read/close per sample.

@@ -1,4 +1,4 @@
-"""Which loader for which situation: the decision table, with this machine's evidence (ch. 14).
+"""Which loader for which situation: the decision table, with this machine's evidence (ch. 16).
 
 Each row is one situation (data fits in RAM; larger than RAM on one node; terabytes on remote
 storage with resume; decode-bound; distributed lazy loading), the recommendation, the
@@ -100,7 +100,7 @@ SITUATIONS: tuple[Situation, ...] = (
         "preprocessing-heavy, across machines",
         "Ray Data: read_parquet + map_batches on a cluster, iter_torch_batches into the "
         "training loop; measure it against the DataLoader on one machine first",
-        (Evidence("14_capstone", "bakeoff.ratio", "Ray Data, x torch map-style",
+        (Evidence("16_capstone", "bakeoff.ratio", "Ray Data, x torch map-style",
                   (("loader", "Ray Data"),), needs="ray[data]"),)),
 )
 

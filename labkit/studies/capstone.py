@@ -1,4 +1,4 @@
-"""The capstone's pipeline, tuned one measured change at a time (chapter 14).
+"""The capstone's pipeline, tuned one measured change at a time (chapter 16).
 
 An image-classification-shaped loop: JPEGs in, a small CNN's train step out. The naive
 version reads one file per sample with Pillow in the main process; each :class:`TuningStep`

@@ -1,4 +1,4 @@
-"""The cross-library bake-off: one fixture, one train step, every loader installed (ch. 14).
+"""The cross-library bake-off: one fixture, one train step, every loader installed (ch. 16).
 
 Every adapter reads the same JPEGs (the ``images`` fixture, converted at run time to the
 format its library wants: tar shards, Parquet, MDS, LitData chunks; conversion is timed on

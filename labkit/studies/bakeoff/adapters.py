@@ -1,4 +1,4 @@
-"""The bake-off's adapters: one per loading library, each probed before it runs (ch. 14)."""
+"""The bake-off's adapters: one per loading library, each probed before it runs (ch. 16)."""
 
 from __future__ import annotations
 

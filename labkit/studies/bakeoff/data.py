@@ -1,4 +1,4 @@
-"""The bake-off's data: one fixture's JPEGs written once into every format (chapter 14)."""
+"""The bake-off's data: one fixture's JPEGs written once into every format (chapter 16)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bake-off's shared datasets: by-hand streams and picklable decoders (chapter 14)."""
+"""The bake-off's shared datasets: by-hand streams and picklable decoders (chapter 16)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bake-off run: each adapter measured with one step, audited, against the baseline (ch. 14)."""
+"""The bake-off run: each adapter measured with one step, audited, against the baseline (ch. 16)."""
 
 from __future__ import annotations
 

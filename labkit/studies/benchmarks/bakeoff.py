@@ -1,4 +1,4 @@
-"""``labkit bench bakeoff``: every installed loader over the same images (chapter 14)."""
+"""``labkit bench bakeoff``: every installed loader over the same images (chapter 16)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .stats import FAIL, PASS
                           "against torch map-style measured in the same run")
 def bakeoff_bench(scale: str | None = None, samples: int | None = 2000, num_workers: int = 2,
                   batch_size: int = 32, repeats: int = 2, names=None) -> dict:
-    """Every installed loader over the same images with the same train step (chapter 14).
+    """Every installed loader over the same images with the same train step (chapter 16).
 
     The torch map-style DataLoader is measured first and again last, in the same run; each
     loader's ratio is whole-pass samples/s over the mean of the two (``baseline_drift``: the
