@@ -19,6 +19,8 @@ from ...loading.loaders import make_loader, worker_kwargs
 from .data import BakeoffData, ensure_format
 from .datasets import (
     ArrowImageBatches,
+    Hdf5Images,
+    LmdbImages,
     TarImageStream,
     _DecodeCollate,
     _DecodeItem,
@@ -140,6 +142,16 @@ def _stateful_dataloader(data, batch_size, num_workers, decoder):
     ds = Subset(ImageFolderDataset(data.images, decoder=decoder), range(data.samples))
     kw = worker_kwargs(num_workers)
     return StatefulDataLoader(ds, batch_size=batch_size, num_workers=num_workers, **kw)
+
+
+def _lmdb(data, batch_size, num_workers, decoder):
+    ds = LmdbImages(ensure_format(data, "lmdb"), decoder)
+    return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
+
+
+def _hdf5(data, batch_size, num_workers, decoder):
+    ds = Hdf5Images(ensure_format(data, "hdf5"), decoder)
+    return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
 
 
 class _RayBatches:
@@ -279,6 +291,10 @@ ADAPTERS: tuple[LoaderAdapter, ...] = (
                   _torchdata_nodes, note="ParallelMapper with threads (num_workers threads)"),
     LoaderAdapter("StatefulDataLoader", "torchdata", ("torchdata.stateful_dataloader",),
                   _PIP + "torchdata", _stateful_dataloader, note="a resumable DataLoader"),
+    LoaderAdapter("LMDB", "lmdb", ("lmdb",), _PIP + "lmdb", _lmdb, fmt="lmdb",
+                  note="a key per JPEG, map-style, opened lazily in each worker (ch. 12)"),
+    LoaderAdapter("HDF5", "h5py", ("h5py",), _PIP + "h5py", _hdf5, fmt="hdf5",
+                  note="variable-length uint8 JPEGs, map-style, opened lazily (ch. 12)"),
     LoaderAdapter("Ray Data", "ray", ("ray", "ray.data"), _PIP + "'ray[data]'", _ray_data,
                   fmt="parquet", core=False,
                   note="read_parquet + map_batches + iter_torch_batches"),
