@@ -94,7 +94,7 @@ def test_run_bakeoff_skips_absent_and_measures_baseline(data, monkeypatch):
     assert results[0].ratio == pytest.approx(results[0].samples_per_s / mean)
     assert results[0].audit.ok and results[3].audit.ok
     assert results[1].ok and results[1].audit.ok and results[1].conversion_s is not None
-    assert results[2].skipped and "pip install petastorm" in results[2].skipped
+    assert results[2].skipped and "pyarrow.filesystem" in results[2].skipped
     table = lk.format_bakeoff(results)
     assert "skipped: petastorm is not installed" in table
     assert lk.plot_bakeoff(results) is not None
@@ -161,3 +161,20 @@ def test_lmdb_and_hdf5_rows_name_the_file_when_it_is_broken(data, tmp_path):
         txn.delete(b"00000003")
     with pytest.raises(lk.DataFormatError, match="gone.lmdb: sample 3 is missing"):
         LmdbImages(gone)[3]
+
+
+def test_petastorm_row_says_exactly_why_and_this_test_fails_once_petastorm_would_import():
+    """Petastorm's row stays honest: it cannot run next to pyarrow >= 15. CI installs it
+    (``.ci/run``, no dependencies: the import fails before they matter), so the real import
+    is checked; when a release imports here, this test fails and the row can be measured."""
+    ok, why = lk.probe_loader(bakeoff.get_adapter("Petastorm"))
+    assert not ok and "pyarrow.filesystem, which pyarrow 15 removed" in why
+    if importlib.util.find_spec("petastorm") is not None:
+        assert "does not import here (ModuleNotFoundError: No module named " \
+               "'pyarrow.filesystem')" in why
+        with pytest.raises(ModuleNotFoundError) as e:
+            importlib.import_module("petastorm")
+        assert e.value.name == "pyarrow.filesystem"
+    else:  # not installed here: the condition it fails on must still hold
+        assert importlib.util.find_spec("pyarrow.filesystem") is None
+        assert "pip install petastorm" not in why
