@@ -92,7 +92,8 @@ class BreakEven:
 
     def summary(self) -> str:
         rates, best = self.rates(), self.best()
-        lines = [f"{self.size} px, disk {self.disk_bytes_per_s / 1e6:,.0f} MB/s: best {best}"]
+        lines = [f"{self.size} px, disk {self.disk_bytes_per_s / 1e6:,.0f} MB/s: best {best} "
+                 f"({rates[best]:,.0f} samples/s)"]
         lines += [f"  {k}: {r:,.0f} samples/s" for k, r in rates.items()]
         for (a, b), bw in self.break_evens().items():
             lines.append(f"  {a} = {b} at " + (f"{bw / 1e6:,.0f} MB/s" if bw else
