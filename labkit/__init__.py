@@ -23,6 +23,7 @@ from .data.copyonread import ArrowRows, NumpyRows, PyObjectRows
 from .data.datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
 from .data.faults import damaged_copy
 from .data.fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, verify
+from .display.breakeven import BreakEvenWidget
 from .display.dashboard import DashboardModel
 from .display.plots import (
     plot_bakeoff,
@@ -49,6 +50,7 @@ from .formats.ahead import (
     read_decode_rate,
     resize_ahead,
 )
+from .formats.breakeven import BreakEven
 from .formats.hdf5rows import Hdf5Rows, write_hdf5
 from .formats.lazy import LazyFile
 from .formats.lmdbrows import LmdbRows, write_lmdb
@@ -149,6 +151,8 @@ __all__ = [
     "Audit",
     "BakeoffData",
     "BakeoffResult",
+    "BreakEven",
+    "BreakEvenWidget",
     "CappedRun",
     "Checkpoint",
     "CudaStreamPrefetcher",

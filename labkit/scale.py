@@ -44,6 +44,8 @@ KNOBS: dict[str, dict[str, object]] = {
     "sweep_batches": {"ci": 6, "workshop": 40, "full": 80},  # batches per timed pass
     "prefetch_factors": {"ci": [1, 2], "workshop": [1, 2, 4], "full": [1, 2, 4]},
     "tune_batches": {"ci": 4, "workshop": 30, "full": 60},
+    # 12 storage formats
+    "format_rows": {"ci": 1024, "workshop": 10000, "full": 200000},  # rows per format
     # 10 decode and augment, 16 capstone (bake-off)
     "image_samples": {"ci": 256, "workshop": 2000, "full": 8000},  # images timed per pass
     # 16 capstone

@@ -213,6 +213,62 @@ def test_break_even_is_where_the_rates_meet():
     assert lk.break_even(jpeg, (10.0, 2000.0)) is None  # slower and bigger: never wins
 
 
+ORIG, RESIZED, RAW = "original JPEG", "JPEG resized ahead", "raw uint8 ahead"
+
+
+def _break_even_model(**kw):
+    # measured at 64 px: decode rates and bytes per sample, as the chapter's cell gives them
+    return lk.BreakEven({ORIG: (800.0, 40_000.0), RESIZED: (3000.0, 3_000.0),
+                         RAW: (50_000.0, 3 * 64 * 64 + 128)}, 64, fixed=[ORIG], **kw)
+
+
+def test_break_even_model_moves_with_size_and_disk_speed():
+    m = _break_even_model()
+    assert m.disk_bytes_per_s == lk.BreakEven.default_disk_bytes_per_s  # none measured
+    assert m.choices() == m.measured  # at the measured size, nothing is rescaled
+    m.set(size=128)
+    ch = m.choices()
+    assert ch[ORIG] == m.measured[ORIG]  # the originals cost the same at every size
+    assert ch[RAW] == (pytest.approx(50_000.0 / 4), pytest.approx(4 * (3 * 64 * 64 + 128)))
+    assert ch[RESIZED] == (pytest.approx(750.0), pytest.approx(12_000.0))
+    # the winner flips across the resized-vs-raw break-even, and the rates meet there
+    bw = m.break_evens()[(RESIZED, RAW)]
+    assert bw is not None
+    m.set(disk_mb_per_s=bw / 1e6)
+    rates = m.rates()
+    assert rates[RESIZED] == pytest.approx(rates[RAW])
+    assert m.set(disk_mb_per_s=bw / 1e6 / 10).best() != RAW
+    assert m.set(disk_mb_per_s=bw / 1e6 * 10).best() == RAW
+    assert f"{m.size} px" in m.summary() and "best raw uint8 ahead" in m.summary()
+
+
+def test_break_even_model_refuses_nonsense():
+    with pytest.raises(ValueError, match="disk_mb_per_s=0"):
+        _break_even_model().set(disk_mb_per_s=0)
+    with pytest.raises(ValueError, match="size=-8"):
+        _break_even_model().set(size=-8)
+    with pytest.raises(ValueError, match="fixed=\\['nope'\\]"):
+        lk.BreakEven({RAW: (1.0, 1.0)}, 64, fixed=["nope"])
+    with pytest.raises(ValueError, match="choice 'raw uint8 ahead'"):
+        lk.BreakEven({RAW: (0.0, 1.0)}, 64)
+
+
+def test_break_even_widget_wires_sliders_to_the_model_without_a_browser():
+    pytest.importorskip("ipywidgets")
+    m = _break_even_model(disk_bytes_per_s=2e9)
+    w = lk.BreakEvenWidget(m)
+    assert w.disk.value == pytest.approx(2000.0) and w.size.value == 64
+    first = w.plot.value
+    assert first[:8] == b"\x89PNG\r\n\x1a\n"
+    w.size.value = 128                      # the learner drags the size slider
+    assert m.size == 128 and w.plot.value != first and "128 px" in w.text.value
+    w.disk.value = 50.0                     # and the disk slider
+    assert m.disk_bytes_per_s == pytest.approx(50e6)
+    m.set(size=100, disk_mb_per_s=300)      # moved from code: the sliders follow
+    assert w.size.value == 100 and w.disk.value == pytest.approx(300.0)
+    assert "300 MB/s" in w.text.value
+
+
 def test_resize_and_raw_ahead_agree(ci_fixture, tmp_path):
     images = ci_fixture("images")
     size = images.meta["size"] // 2

@@ -100,3 +100,17 @@ def test_bench_profiling_runs_tiny():
     assert r["plain_samples_per_s"] > 0 and r["timeline_samples_per_s"] > 0
     assert {"timeline_overhead", "torch_profiler_overhead", "goal_met"} <= set(r)
     assert lk.worker_processes() == []
+
+
+def test_close_log_closes_the_file_a_main_process_timeline_kept_open(tmp_path):
+    import os
+
+    from labkit.profiling.timeline import close_log, timed_loader
+
+    stamped = timed_loader(lk.make_loader(lk.WorkDataset(16, ms=0.0), batch_size=8), str(tmp_path))
+    assert len(list(stamped)) == 2
+    fds = set(os.listdir("/proc/self/fd"))
+    close_log()
+    assert len(set(os.listdir("/proc/self/fd"))) == len(fds) - 1
+    close_log()  # nothing open: a no-op
+    assert (tmp_path / f"{os.getpid()}.tsv").read_text().count("\n") == 2

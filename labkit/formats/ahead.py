@@ -83,22 +83,30 @@ def break_even(a: tuple[float, float], b: tuple[float, float]) -> float | None:
     return (bb - ba) / dcpu
 
 
-def plot_break_even(choices: dict[str, tuple[float, float]], *, disk_bytes_per_s=None,
-                    title: str | None = None):
-    """Samples/s against disk bandwidth for each choice ``name -> (cpu samples/s, bytes per
-    sample)``; a vertical line marks a measured ``disk_bytes_per_s``."""
+def draw_break_even(ax, choices: dict[str, tuple[float, float]], *, disk_bytes_per_s=None,
+                    disk_label: str = "measured here", title: str | None = None) -> None:
+    """Draw samples/s against disk bandwidth for each choice ``name -> (cpu samples/s,
+    bytes per sample)`` on ``ax``; a vertical line marks ``disk_bytes_per_s``."""
     bw = np.logspace(6, 10.5, 200)
-    fig, ax = subplots(figsize=(7.5, 4))
     for name, (cpu, nbytes) in choices.items():
         ax.plot(bw / 1e6, read_decode_rate(cpu, nbytes, bw),
                 label=f"{name} ({nbytes / 1024:.1f} KiB/sample)")
     if disk_bytes_per_s:
         ax.axvline(disk_bytes_per_s / 1e6, color="gray", ls="--",
-                   label=f"measured here: {disk_bytes_per_s / 1e6:,.0f} MB/s")
+                   label=f"{disk_label}: {disk_bytes_per_s / 1e6:,.0f} MB/s")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("disk bandwidth, MB/s (one reader)")
     ax.set_ylabel("samples/s, one process")
     ax.legend(fontsize=8)
     ax.set_title(title or "preprocessing ahead: decode cost vs bytes read")
+
+
+def plot_break_even(choices: dict[str, tuple[float, float]], *, disk_bytes_per_s=None,
+                    title: str | None = None):
+    """Samples/s against disk bandwidth for each choice ``name -> (cpu samples/s, bytes per
+    sample)``; a vertical line marks a measured ``disk_bytes_per_s``. The movable version is
+    :class:`~labkit.BreakEvenWidget`."""
+    fig, ax = subplots(figsize=(7.5, 4))
+    draw_break_even(ax, choices, disk_bytes_per_s=disk_bytes_per_s, title=title)
     return done(fig)

@@ -9,7 +9,6 @@ that reads it (see :mod:`labkit.formats.lazy`).
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -39,7 +38,8 @@ def write_hdf5(dest, rows: np.ndarray, *, chunk_rows: int | None = None,
     return time.perf_counter() - t0
 
 
-def _open(path: Path, key: str):
+def open_hdf5(path, key: str = DATASET):
+    """Open ``path`` read-only and check it has dataset ``key``; errors name the file."""
     import h5py
 
     try:
@@ -66,13 +66,13 @@ class Hdf5Rows(LazyFile):
     def __init__(self, path, key: str = DATASET):
         super().__init__(path)
         self.key = key
-        with _open(self.path, key) as f:
+        with open_hdf5(self.path, key) as f:
             d = f[key]
             self.samples, self.layout = len(d), d.chunks and f"chunks {d.chunks}" or "contiguous"
             self.compression = d.compression
 
     def open(self):
-        return _open(self.path, self.key)
+        return open_hdf5(self.path, self.key)
 
     def __len__(self) -> int:
         return self.samples

@@ -58,7 +58,7 @@ def write_lmdb(dest, rows: np.ndarray) -> float:
 _ENVS: dict[tuple[int, str], object] = {}
 
 
-def _open_env(path: Path):
+def open_env(path: Path):
     """This process's read-only environment for ``path`` (opened once, then reused).
 
     One inherited through ``fork()`` is closed first, in the child: opened with
@@ -93,7 +93,7 @@ def check_lmdb(path) -> dict:
     refused here, naming the file.
     """
     path = Path(path)
-    env = _open_env(path)
+    env = open_env(path)
     info, stat = env.info(), env.stat()
     data = path / "data.mdb" if path.is_dir() else path
     need = (info["last_pgno"] + 1) * stat["psize"]
@@ -123,7 +123,7 @@ class LmdbRows(LazyFile):
         self.samples = int(meta["samples"])
 
     def open(self):
-        return _open_env(self.path)
+        return open_env(self.path)
 
     def __len__(self) -> int:
         return self.samples

@@ -202,15 +202,15 @@ def format_formats(rows: list[FormatRow], facts: bool = True) -> str:
     nws = sorted(rows[0].random)
     w = max(len(r.fmt.name) for r in rows) + 2
     head = (f"{'format':<{w}}{'write s':>8}{'MiB':>8}{'on disk':>9}{'open ms':>10}"
-            + "".join(f"{f'random {nw}w':>25}" for nw in nws) + f"{'sequential':>25}"
+            + "".join(f"{f'random {nw}w':>27}" for nw in nws) + f"{'sequential':>27}"
             + f"  {'fork':<6}{'spawn':<8}")
     lines = [head, "-" * len(head)]
     for r in rows:
         f = r.fmt
         lines.append(f"{f.name:<{w}}{f.write_s:>8.2f}{f.nbytes / 2**20:>8.2f}"
                      f"{f.disk_bytes / 2**20:>9.2f}{r.open_s * 1e3:>10.2f}"
-                     + "".join(f"{_rate(r.random[nw]):>25}" for nw in nws)
-                     + f"{_rate(r.sequential):>25}  {r.fork:<6}{r.spawn.split(':')[0]:<8}")
+                     + "".join(f"{_rate(r.random[nw]):>27}" for nw in nws)
+                     + f"{_rate(r.sequential):>27}  {r.fork:<6}{r.spawn.split(':')[0]:<8}")
     lines.append("samples/s: median (min-max over passes); on disk = allocated blocks, MiB; "
                  "fork: every row right through forked workers after the parent read; "
                  "spawn: the dataset pickles (path only)")

@@ -172,7 +172,7 @@ def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = 
     log_dir = tempfile.mkdtemp(prefix="labkit-timeline-")
     _state.update(start=None, seq=0)  # num_workers=0 stamps in this process; fork copies it
     _state.pop("end", None)
-    _close_log()
+    close_log()
     try:
         timed = timed_loader(loader, log_dir, **knobs)
         loop: list[dict] = []
@@ -198,12 +198,18 @@ def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = 
                         num_workers=timed.num_workers, batches=_read(log_dir, t0, len(loop)),
                         loop=loop)
     finally:
-        _close_log()
+        close_log()
         shutil.rmtree(log_dir, ignore_errors=True)
 
 
-def _close_log() -> None:
-    """Close this process's timeline file (num_workers=0 wrote it here)."""
+def close_log() -> None:
+    """Close the timeline file this process holds open, if any.
+
+    A stamped loader with ``num_workers=0`` (or a worker) keeps its file open between
+    batches; :func:`record_timeline` closes it itself. Call this after iterating a
+    :func:`timed_loader` yourself, before removing its ``log_dir``. A descriptor inherited
+    through ``fork()`` is left to the process that opened it.
+    """
     key, fd = _state.pop("fd", (None, None))
     if fd is not None and key[0] == os.getpid():
         os.close(fd)

@@ -1,8 +1,8 @@
 """The cross-library bake-off: one fixture, one train step, every loader installed (ch. 16).
 
 Every adapter reads the same JPEGs (the ``images`` fixture, converted at run time to the
-format its library wants: tar shards, Parquet, MDS, LitData chunks; conversion is timed on
-its own, never inside a loader's throughput), decodes them with the same decoder and yields
+format its library wants: tar shards, Parquet, MDS, LitData chunks, LMDB, HDF5; conversion is
+timed on its own, never inside a loader's throughput), decodes them with the same decoder and yields
 the same batches: ``{"image": uint8 NCHW, "label": int64, "id": int64}``. :func:`run_bakeoff`
 measures each with the meter and the same train step, audits that every id came exactly
 once, and reports a ratio against torch's map-style DataLoader measured in the same run.

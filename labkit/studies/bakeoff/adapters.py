@@ -19,6 +19,8 @@ from ...loading.loaders import make_loader, worker_kwargs
 from .data import BakeoffData, ensure_format
 from .datasets import (
     ArrowImageBatches,
+    Hdf5Images,
+    LmdbImages,
     TarImageStream,
     _DecodeCollate,
     _DecodeItem,
@@ -46,26 +48,31 @@ class LoaderAdapter:
     needs_cuda: bool = False
     fmt: str | None = None  # the format build() reads (its conversion is reported with it)
     note: str = ""
+    # () -> why the library cannot run next to this kit's pins (installed or not), or None
+    blocker: Callable[[], str | None] | None = None
 
 
 def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
     """``(True, version)`` if the adapter can run here, else ``(False, reason)``.
 
-    The reason names the library and how to install it.
+    The reason names the library and how to install it, or, when installing it would not
+    help (its ``blocker``), why not.
     """
+    blocked = adapter.blocker() if adapter.blocker else None
+    hint = f"installing it does not help: {blocked}" if blocked else adapter.install
     for mod in adapter.modules:
         try:
             spec = importlib.util.find_spec(mod)
         except (ImportError, ValueError):  # a parent package missing or broken
             spec = None
         if spec is None:
-            return False, f"{adapter.dist} is not installed ({mod} not found); {adapter.install}"
+            return False, f"{adapter.dist} is not installed ({mod} not found); {hint}"
     for mod in adapter.modules:
         try:
             importlib.import_module(mod)
         except Exception as e:  # noqa: BLE001 - a mismatched build raises anything
             return False, (f"{adapter.dist} does not import here ({type(e).__name__}: "
-                           f"{str(e)[:100]}); {adapter.install}")
+                           f"{str(e)[:100]}); {blocked or adapter.install}")
     if adapter.needs_cuda:
         from ...loading.prefetchers import cuda_status
 
@@ -140,6 +147,16 @@ def _stateful_dataloader(data, batch_size, num_workers, decoder):
     ds = Subset(ImageFolderDataset(data.images, decoder=decoder), range(data.samples))
     kw = worker_kwargs(num_workers)
     return StatefulDataLoader(ds, batch_size=batch_size, num_workers=num_workers, **kw)
+
+
+def _lmdb(data, batch_size, num_workers, decoder):
+    ds = LmdbImages(ensure_format(data, "lmdb"), decoder)
+    return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
+
+
+def _hdf5(data, batch_size, num_workers, decoder):
+    ds = Hdf5Images(ensure_format(data, "hdf5"), decoder)
+    return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
 
 
 class _RayBatches:
@@ -223,6 +240,27 @@ class _PetastormBatches:
             yield default_collate(buf)
 
 
+def petastorm_blocker() -> str | None:
+    """Why Petastorm cannot run next to pyarrow >= 15, or None once that reason is gone.
+
+    Petastorm 0.13.1 (the newest release, checked) does ``from pyarrow.filesystem import
+    LocalFileSystem`` at import (``petastorm/utils.py``); pyarrow 15 removed that module,
+    and the kit needs pyarrow >= 15 (chapter 05).
+    """
+    try:
+        gone = importlib.util.find_spec("pyarrow.filesystem") is None
+    except ImportError:
+        gone = True
+    if not gone:
+        return None
+    try:
+        here = f"pyarrow {version('pyarrow')} here"
+    except PackageNotFoundError:
+        here = "no pyarrow here"
+    return (f"petastorm imports pyarrow.filesystem, which pyarrow 15 removed ({here}; the kit "
+            "needs pyarrow >= 15)")
+
+
 def _petastorm(data, batch_size, num_workers, decoder):
     folder = Path(ensure_format(data, "parquet")[0]).parent
     return _PetastormBatches(f"file://{folder}", batch_size, num_workers, decoder)
@@ -279,6 +317,10 @@ ADAPTERS: tuple[LoaderAdapter, ...] = (
                   _torchdata_nodes, note="ParallelMapper with threads (num_workers threads)"),
     LoaderAdapter("StatefulDataLoader", "torchdata", ("torchdata.stateful_dataloader",),
                   _PIP + "torchdata", _stateful_dataloader, note="a resumable DataLoader"),
+    LoaderAdapter("LMDB", "lmdb", ("lmdb",), _PIP + "lmdb", _lmdb, fmt="lmdb",
+                  note="a key per JPEG, map-style, opened lazily in each worker (ch. 12)"),
+    LoaderAdapter("HDF5", "h5py", ("h5py",), _PIP + "h5py", _hdf5, fmt="hdf5",
+                  note="variable-length uint8 JPEGs, map-style, opened lazily (ch. 12)"),
     LoaderAdapter("Ray Data", "ray", ("ray", "ray.data"), _PIP + "'ray[data]'", _ray_data,
                   fmt="parquet", core=False,
                   note="read_parquet + map_batches + iter_torch_batches"),
@@ -292,7 +334,7 @@ ADAPTERS: tuple[LoaderAdapter, ...] = (
                   _PIP + "nvidia-dali-cuda120 (on a CUDA machine)", _dali, core=False,
                   needs_cuda=True, note="file reader + mixed (GPU) decoder"),
     LoaderAdapter("Petastorm", "petastorm", ("petastorm",), _PIP + "petastorm", _petastorm,
-                  fmt="parquet", core=False,
+                  fmt="parquet", core=False, blocker=petastorm_blocker,
                   note="make_batch_reader over the Parquet shards"),
 )
 

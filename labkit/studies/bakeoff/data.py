@@ -126,8 +126,47 @@ def _write_litdata(data: BakeoffData) -> Path:
     return folder
 
 
+def _write_lmdb(data: BakeoffData) -> Path:
+    """One LMDB environment (chapter 12): key ``sample_key(k)`` -> id and label (two
+    little-endian int64, :data:`~labkit.studies.bakeoff.datasets.LMDB_HEAD`), then the JPEG."""
+    import lmdb
+
+    from ...formats.lmdbrows import sample_key
+    from .datasets import LMDB_HEAD
+
+    folder = data.dest / "lmdb"
+    # map_size is the most the file may grow to (address space, not disk)
+    env = lmdb.open(str(folder), map_size=2 * sum(map(len, data.jpegs)) + (64 << 20),
+                    subdir=True, meminit=False, map_async=True)
+    try:
+        with env.begin(write=True) as txn:
+            for k, (sample_id, label, jpg) in enumerate(data.blobs()):
+                txn.put(sample_key(k), LMDB_HEAD.pack(sample_id, label) + jpg, append=True)
+        env.sync()
+    finally:
+        env.close()
+    return folder
+
+
+def _write_hdf5(data: BakeoffData) -> Path:
+    """One HDF5 file (chapter 12): ``id`` and ``label`` (int64) and ``jpg``, a
+    variable-length uint8 dataset holding each JPEG's bytes."""
+    import h5py
+    import numpy as np
+
+    path = data.dest / "images.h5"
+    jpgs = np.empty(data.samples, dtype=object)
+    jpgs[:] = [np.frombuffer(j, dtype=np.uint8) for j in data.jpegs]
+    with h5py.File(path, "w") as f:
+        f.create_dataset("id", data=np.array([r[0] for r in data.rows], dtype=np.int64))
+        f.create_dataset("label", data=np.array([r[1] for r in data.rows], dtype=np.int64))
+        f.create_dataset("jpg", data=jpgs, dtype=h5py.vlen_dtype(np.uint8))
+    return path
+
+
 WRITERS: dict[str, Callable[[BakeoffData], object]] = {
-    "tar": _write_tar, "parquet": _write_parquet, "mds": _write_mds, "litdata": _write_litdata}
+    "tar": _write_tar, "parquet": _write_parquet, "mds": _write_mds, "litdata": _write_litdata,
+    "lmdb": _write_lmdb, "hdf5": _write_hdf5}
 
 
 def prepare_bakeoff(images, dest, *, samples: int | None = None, shards: int = 4,

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import struct
 import tarfile
 
 import numpy as np
 import torch
 from torch.utils.data import default_collate
 
+from ...errors import DataFormatError
+from ...formats.hdf5rows import open_hdf5
+from ...formats.lazy import LazyFile
+from ...formats.lmdbrows import open_env, sample_key
 from ...images.decode import decode_jpeg
 from ...streams.split import SplitStream
 
@@ -70,6 +75,62 @@ class ArrowImageBatches(SplitStream):
                     buf = []
         if buf:
             yield default_collate(buf)
+
+
+#: An LMDB value's head: the sample's id and label, then its JPEG bytes.
+LMDB_HEAD = struct.Struct("<qq")
+
+
+class LmdbImages(LazyFile):
+    """Map-style JPEGs in one LMDB environment: ``dataset[k]`` is sample ``k``'s dict.
+
+    The environment opens lazily in each reading process, once per file per process
+    (chapter 12's fix for the handle-opened-before-fork trap).
+    """
+
+    def __init__(self, folder, decoder: str = "pil"):
+        super().__init__(folder)
+        self.decoder = decoder
+        self.samples = open_env(self.path).stat()["entries"]
+
+    def open(self):
+        return open_env(self.path)
+
+    def __len__(self) -> int:
+        return self.samples
+
+    def __getitem__(self, k: int) -> dict:
+        with self.handle.begin(buffers=True) as txn:
+            raw = txn.get(sample_key(k))
+            if raw is None:
+                raise DataFormatError(f"{self.path}: sample {k} is missing: no key "
+                                      f"{sample_key(k).decode()}")
+            sample_id, label = LMDB_HEAD.unpack_from(raw)
+            jpg = bytes(raw[LMDB_HEAD.size:])
+        return _sample(sample_id, label, jpg, self.decoder)
+
+
+class Hdf5Images(LazyFile):
+    """Map-style JPEGs in one HDF5 file (``id``, ``label``, variable-length ``jpg``).
+
+    Ids and labels are read once; the file opens lazily in each reading process.
+    """
+
+    def __init__(self, path, decoder: str = "pil"):
+        super().__init__(path)
+        self.decoder = decoder
+        with open_hdf5(self.path, "jpg") as f:
+            self.ids, self.labels = f["id"][:], f["label"][:]
+
+    def open(self):
+        return open_hdf5(self.path, "jpg")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, k: int) -> dict:
+        return _sample(self.ids[k], self.labels[k], self.handle["jpg"][k].tobytes(),
+                       self.decoder)
 
 
 class _HFDecode:

@@ -19,7 +19,7 @@ def profiling_overhead(batches: int = 400, batch_size: int = 32, num_workers: in
     """Best-of-``trials`` samples/s with and without the timeline's stamps, alternated."""
     from ...instruments.meter import measure, simulated_step
     from ...loading.loaders import make_loader, shutdown
-    from ...profiling.timeline import _close_log, timed_loader
+    from ...profiling.timeline import close_log, timed_loader
     from ...profiling.torchprof import profiler_overhead
     from ...studies.tuning import WorkDataset
 
@@ -36,7 +36,7 @@ def profiling_overhead(batches: int = 400, batch_size: int = 32, num_workers: in
     finally:
         shutdown(loader)
         shutdown(stamped)
-        _close_log()
+        close_log()
         shutil.rmtree(log_dir, ignore_errors=True)
     over = 1 - max(timed) / max(plain)
     small = make_loader(WorkDataset(64 * 8, ms=0.0), batch_size=8)
