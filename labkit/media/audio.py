@@ -127,7 +127,7 @@ def audio_window(source, start_s: float, seconds: float, *, sample_rate: int | N
     return x[..., :want]
 
 
-def random_windows(seconds_total: float, n: int, seconds: float, seed: int = 0) -> list[float]:
+def audio_starts(seconds_total: float, n: int, seconds: float, seed: int = 0) -> list[float]:
     """``n`` random window starts (s) that fit a file ``seconds_total`` long."""
     rng = np.random.default_rng(seed)
     return [round(float(s), 3) for s in rng.uniform(0, seconds_total - seconds, n)]

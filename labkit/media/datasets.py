@@ -5,8 +5,9 @@
 file's torchcodec decoder once, lazily (never before the fork), and keeps it.
 :class:`ClipShardStream` reads the same videos from WebDataset-style tar shards (one mp4
 per sample), split over rank x worker by the kit's one split base, and decodes the clips
-from the bytes in memory. Both deliver ``{"id", "video", "indices", "frames"}``; the ids
-feed :func:`~labkit.audit` (every planned clip delivered once).
+from the bytes in memory. Both deliver ``{"id", "video", "worker", "indices", "frames"}``;
+the ids feed :func:`~labkit.audit` (every planned clip delivered once).
+:class:`AudioWindows` does the same for audio crops.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ import torch
 from torch.utils.data import Dataset
 
 from ..data.fixtures import source_folder
+from ..instruments.audits import worker_tag
 from ..streams.split import SplitStream
 from ..streams.tarshards import index_shard, shard_files
+from .audio import audio_window
 from .clips import Clip, random_clips
 from .decoders import MediaError, decode_clip, video_decoder
 
 
 def _sample(clip: Clip, frames: torch.Tensor) -> dict:
-    return {"id": clip.id, "video": clip.video,
+    return {"id": clip.id, "video": clip.video, "worker": worker_tag(),
             "indices": torch.tensor(clip.indices), "frames": frames}
 
 
@@ -119,3 +122,29 @@ class ClipShardStream(SplitStream):
             except MediaError as e:
                 raise MediaError(f"{path}: sample {key}: {e}") from None
             yield _sample(clip, frames)
+
+
+class AudioWindows(Dataset):
+    """Fixed-length audio windows: item ``i`` is ``(file, start_s)`` number ``i`` of a plan.
+
+    Args:
+        files: audio file paths; windows: ``(file index, start_s)`` pairs.
+        seconds: window length; sample_rate: resample to it (None: the files' own, which
+            must then be the same for every file, so windows collate into one batch).
+        backend: as :func:`~labkit.audio_window`.
+    """
+
+    def __init__(self, files, windows, seconds: float, sample_rate: int | None = None,
+                 backend: str = "torchcodec"):
+        self.files = [str(f) for f in files]
+        self.windows = [(int(f), float(s)) for f, s in windows]
+        self.seconds, self.sample_rate, self.backend = seconds, sample_rate, backend
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, i: int) -> dict:
+        f, start = self.windows[i]
+        x = audio_window(self.files[f], start, self.seconds, sample_rate=self.sample_rate,
+                         backend=self.backend)
+        return {"id": i, "worker": worker_tag(), "audio": x}

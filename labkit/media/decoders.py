@@ -60,6 +60,7 @@ def _why(e: BaseException) -> str:
     text = " ".join(str(e).split())
     # torchcodec prefixes its C++ source location: "Decoder, /path/File.cpp:52, message"
     text = re.sub(r"^\w+, \S+\.cpp:\d+, ", "", text)
+    text = re.sub(r" \(\S+\.cpp:\d+\)", "", text)  # SPDL appends it
     return text[:240] or type(e).__name__
 
 
