@@ -66,7 +66,7 @@ def _pyav_window(source, start_s: float, seconds: float, sample_rate) -> np.ndar
         st = c.streams.audio[0]
         rate = sample_rate or st.rate
         res = av.AudioResampler(format="flt", layout="mono", rate=rate)
-        c.seek(int(start_s / st.time_base), stream=st, backward=True)
+        c.seek(round(start_s / st.time_base), stream=st, backward=True)
         need = int(round(seconds * rate))
         parts, t0, have = [], None, 0
         for frame in c.decode(st):

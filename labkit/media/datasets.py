@@ -13,6 +13,7 @@ the ids feed :func:`~labkit.audit` (every planned clip delivered once).
 from __future__ import annotations
 
 import json
+import os
 
 import torch
 from torch.utils.data import Dataset
@@ -46,6 +47,7 @@ class ClipDataset(Dataset):
         self.files = {v["id"]: str(self.folder / v["file"]) for v in fx.meta["videos"]}
         self.clips, self.backend, self.seek, self.size = list(clips), backend, seek, size
         self._decoders: dict = {}  # per process, filled lazily after the fork
+        self._pid = os.getpid()
 
     def __len__(self) -> int:
         return len(self.clips)
@@ -55,14 +57,19 @@ class ClipDataset(Dataset):
         path = self.files[clip.video]
         dec = None
         if self.backend == "torchcodec":
+            if self._pid != os.getpid():
+                # a decoder opened before a fork shares its file offset with the parent's:
+                # the two processes' reads interleave and FFmpeg sees garbage (chapter 12's
+                # open-before-fork trap), so each process opens its own
+                self._decoders, self._pid = {}, os.getpid()
             dec = self._decoders.get(path)
             if dec is None:
                 dec = self._decoders[path] = video_decoder(path, seek=self.seek)
         return _sample(clip, decode_clip(path, clip.indices, self.backend, seek=self.seek,
                                          size=self.size, decoder=dec))
 
-    def __getstate__(self):  # open decoders stay in the process that opened them
-        return {**self.__dict__, "_decoders": {}}
+    def __getstate__(self):  # open decoders stay in the process that opened them (spawn)
+        return {**self.__dict__, "_decoders": {}, "_pid": None}
 
 
 class ClipShardStream(SplitStream):
@@ -114,10 +121,12 @@ class ClipShardStream(SplitStream):
         data = member("mp4")
         p = self.plan
         plan = random_clips([meta], p["clips_per_video"], p["frames"], p["stride"], p["seed"])
-        dec = video_decoder(data) if self.backend == "torchcodec" else None
+        dec = None
         for j, clip in enumerate(plan):
             clip = Clip(meta["id"] * p["clips_per_video"] + j, meta["id"], clip.indices)
             try:
+                if self.backend == "torchcodec" and dec is None:
+                    dec = video_decoder(data)
                 frames = decode_clip(data, clip.indices, self.backend, decoder=dec)
             except MediaError as e:
                 raise MediaError(f"{path}: sample {key}: {e}") from None

@@ -113,7 +113,7 @@ def _pyav_frames(source, indices: list[int], seek: str, threads: int, size) -> l
             ts = first / fps
             try:
                 # backward=True: the keyframe at or before the timestamp
-                c.seek(int(ts / tb), stream=st, backward=True, any_frame=False)
+                c.seek(round(ts / tb), stream=st, backward=True, any_frame=False)
                 for frame in c.decode(st):
                     i = _frame_index(frame, st)
                     if seek == "approximate":  # take what the seek landed on
@@ -146,7 +146,7 @@ def _cut(dec) -> str:
 
 def decode_clip(source, indices, backend: str = "torchcodec", *, seek: str = "exact",
                 threads: int = 1, size: tuple[int, int] | None = None,
-                decoder=None) -> torch.Tensor:
+                decoder=None, device: str = "cpu") -> torch.Tensor:
     """The frames at ``indices`` of a video: ``uint8 (N, 3, H, W)``.
 
     Args:
@@ -158,6 +158,8 @@ def decode_clip(source, indices, backend: str = "torchcodec", *, seek: str = "ex
         size: ``(height, width)`` to scale to while converting (PyAV: swscale; torchcodec:
             a resize of the decoded tensor).
         decoder: an open torchcodec decoder to reuse (skips opening the file again).
+        device: torchcodec only: ``"cuda"`` decodes with NVDEC (guard it with
+            :func:`~labkit.media_gpu_status`); the frames come back on that device.
 
     Raises:
         MediaError: the file is missing, empty, not media, or a frame cannot be decoded
@@ -165,10 +167,12 @@ def decode_clip(source, indices, backend: str = "torchcodec", *, seek: str = "ex
     """
     _check(_name(source), backend, seek)
     indices = [int(i) for i in indices]
+    if backend == "pyav" and device != "cpu":
+        raise ValueError("PyAV decodes on the CPU; device= is a torchcodec option")
     if backend == "pyav":
         frames = _pyav_frames(source, indices, seek, threads, size)
         return torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2).contiguous()
-    dec = decoder or video_decoder(source, seek=seek, threads=threads)
+    dec = decoder or video_decoder(source, seek=seek, threads=threads, device=device)
     n = dec.metadata.num_frames
     bad = [i for i in indices if not 0 <= i < (n or 1 << 62)]
     if bad:

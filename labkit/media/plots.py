@@ -1,5 +1,7 @@
-"""Chapter 15's figures: a random clip's cost against the keyframe interval, and what
-decoding less buys (through the kit's one figure scaffold, :mod:`labkit.display.figures`)."""
+"""Random-clip cost against the keyframe interval, and what decoding less buys (chapter 15).
+
+Drawn through the kit's one figure scaffold, :mod:`labkit.display.figures`.
+"""
 
 from __future__ import annotations
 
