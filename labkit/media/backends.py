@@ -74,7 +74,7 @@ def media_gpu_status(device=None) -> tuple[bool, str]:
 
     ok, reason = cuda_status(device)
     if not ok:
-        return False, reason
+        return False, f"NVDEC decode needs a CUDA GPU: {reason}"
     ok, why = torchcodec_status()
     if not ok:
         return False, why
