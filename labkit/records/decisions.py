@@ -1,10 +1,10 @@
 """Which loader for which situation: the decision table, with this machine's evidence (ch. 16).
 
 Each row is one situation (data fits in RAM; larger than RAM on one node; terabytes on remote
-storage with resume; decode-bound images, video and audio; distributed lazy loading), the
-recommendation, the chapters that measured it, and the figure this machine measured there,
-read from the newest checkpoint record of that chapter in the records folder. A chapter with
-no record says "run chapter NN to measure it here" instead of inventing a number.
+storage with resume; decode-bound; distributed lazy loading), the recommendation, the
+chapters that measured it, and the figure this machine measured there, read from the newest
+checkpoint record of that chapter in the records folder. A chapter with no record says
+"run chapter NN to measure it here" instead of inventing a number.
 """
 
 from __future__ import annotations
