@@ -51,7 +51,7 @@ KNOBS: dict[str, dict[str, object]] = {
     "big_batch_size": {"ci": 64, "workshop": 128, "full": 128},  # the "batching" step
     # 15 video and audio
     "media_clips": {"ci": 12, "workshop": 48, "full": 128},      # random clips per pass
-    "audio_windows": {"ci": 16, "workshop": 200, "full": 800},   # audio crops per pass
+    "audio_windows": {"ci": 16, "workshop": 100, "full": 400},   # audio crops per pass
 }
 
 
