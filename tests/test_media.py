@@ -365,3 +365,31 @@ def test_gpu_clip_decode_returns_the_right_frames(videos):
     clip = lk.clip_indices(30, 8, 2)
     frames = lk.decode_clip(path_of(videos, v["id"]), clip, device="cuda")
     assert frames.is_cuda and lk.check_clip(frames.cpu(), clip).ok
+
+
+class _Item:
+    def __init__(self, path):
+        self.path, self.markers = path, []
+
+    def get_closest_marker(self, name):
+        return None
+
+    def add_marker(self, marker):
+        self.markers.append(marker)
+
+
+def test_chapter_15_skips_without_ffmpeg_but_not_under_ci(monkeypatch, tmp_path):
+    import conftest
+
+    from labkit.media import backends
+
+    monkeypatch.setattr(backends, "ffmpeg_status", lambda: (False, "no FFmpeg: apt-get ..."))
+    items = [_Item(tmp_path / "15_video_and_audio.ipynb"), _Item(tmp_path / "01_x.ipynb")]
+    monkeypatch.delenv("CI", raising=False)
+    conftest.pytest_collection_modifyitems(None, None, items)
+    assert [m.kwargs["reason"] for m in items[0].markers] == ["no FFmpeg: apt-get ..."]
+    assert items[1].markers == []
+    items[0].markers.clear()
+    monkeypatch.setenv("CI", "true")  # CI installs FFmpeg: there the chapter runs and fails
+    conftest.pytest_collection_modifyitems(None, None, items)
+    assert items[0].markers == []
