@@ -9,7 +9,8 @@ sampling workers, diagnose), ``instruments`` (meter, measurement, timer, audits,
 page cache, shuffle quality), ``studies`` (resume, tuning, capstone, bake-off,
 benchmarks), ``remote`` (HTTP server, torchrun), ``display`` (dashboard, plots, figures),
 ``records`` (checkpoint, machine, report, decisions, ``labkit run``), ``formats``
-(LMDB, HDF5, TFRecord, tensors on disk, the open-before-fork trap). ``errors``, ``paths``,
+(LMDB, HDF5, TFRecord, tensors on disk, the open-before-fork trap), ``media`` (video and
+audio fixtures, torchcodec/PyAV/SPDL decode, clips, audio windows). ``errors``, ``paths``,
 ``scale`` and ``cli`` sit at the top.
 The public API is exactly ``__all__`` (sorted, checked by a test); notebooks use only it.
 """
@@ -89,6 +90,20 @@ from .instruments.shuffling import shard_of_bounds, shuffle_quality
 from .instruments.timer import Timing, best_of
 from .loading.loaders import make_loader, shutdown, worker_processes
 from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
+from .media.audio import audio_info, audio_starts, audio_window
+from .media.backends import (
+    ffmpeg_status,
+    media_gpu_status,
+    pyav_status,
+    spdl_status,
+    torchcodec_status,
+)
+from .media.clips import check_clip, clip_indices, random_clips
+from .media.datasets import AudioWindows, ClipDataset, ClipShardStream
+from .media.decoders import MediaError, decode_all, decode_clip, video_info
+from .media.frames import read_counter
+from .media.plots import plot_clip_costs
+from .media.spdlpipe import spdl_clips
 from .profiling.diagnose import diagnose
 from .profiling.diagnosis import DiagnoseError, Diagnosis
 from .profiling.hotspots import Hotspot, profile_in_process
@@ -148,6 +163,7 @@ except PackageNotFoundError:  # a plain checkout on sys.path
 
 __all__ = [
     "ArrowRows",
+    "AudioWindows",
     "Audit",
     "BakeoffData",
     "BakeoffResult",
@@ -155,6 +171,8 @@ __all__ = [
     "BreakEvenWidget",
     "CappedRun",
     "Checkpoint",
+    "ClipDataset",
+    "ClipShardStream",
     "CudaStreamPrefetcher",
     "Dashboard",
     "DashboardModel",
@@ -176,6 +194,7 @@ __all__ = [
     "LmdbRows",
     "LoaderAdapter",
     "Measurement",
+    "MediaError",
     "MemmapBatches",
     "MemmapRows",
     "NpyFilesDataset",
@@ -214,13 +233,18 @@ __all__ = [
     "WorkDataset",
     "WorkerMemory",
     "WorkerSample",
+    "audio_info",
+    "audio_starts",
+    "audio_window",
     "audit",
     "available_decoders",
     "best_of",
     "blended_index",
     "break_even",
     "build_loader",
+    "check_clip",
     "cleanup_bakeoff",
+    "clip_indices",
     "compare",
     "comparison_rows",
     "cu_seqlens",
@@ -229,6 +253,8 @@ __all__ = [
     "dali_status",
     "damaged_copy",
     "decision_table",
+    "decode_all",
+    "decode_clip",
     "decode_jpeg",
     "deliveries",
     "diagnose",
@@ -238,6 +264,7 @@ __all__ = [
     "epoch_rate",
     "evict_page_cache",
     "fastest_decoder",
+    "ffmpeg_status",
     "file_bytes",
     "fixture",
     "format_bakeoff",
@@ -264,6 +291,7 @@ __all__ = [
     "measure_audited",
     "measure_cold",
     "measure_formats",
+    "media_gpu_status",
     "nvjpeg_decode",
     "open_array",
     "open_parquet",
@@ -274,6 +302,7 @@ __all__ = [
     "page_cache_residency",
     "plot_bakeoff",
     "plot_break_even",
+    "plot_clip_costs",
     "plot_doc_lengths",
     "plot_heatmap",
     "plot_packing",
@@ -295,13 +324,16 @@ __all__ = [
     "profile_loop",
     "profiler_device_note",
     "profiler_overhead",
+    "pyav_status",
     "pyspy_status",
+    "random_clips",
     "random_mix",
     "random_windows",
     "range_worker_init",
     "raw_ahead",
     "read_back",
     "read_checkpoint",
+    "read_counter",
     "read_decode_rate",
     "read_record",
     "read_trace",
@@ -323,6 +355,8 @@ __all__ = [
     "shutdown",
     "simulated_step",
     "skip_collate",
+    "spdl_clips",
+    "spdl_status",
     "split_by_rank",
     "stage_breakdown",
     "suggest_loader",
@@ -331,6 +365,7 @@ __all__ = [
     "to_device",
     "token_dtype",
     "tokens_needed",
+    "torchcodec_status",
     "torchrun",
     "trap_trial",
     "tuned_result",
@@ -338,6 +373,7 @@ __all__ = [
     "usable_cores",
     "verify",
     "versions",
+    "video_info",
     "worker_memory",
     "worker_processes",
     "worker_tag",

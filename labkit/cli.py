@@ -99,6 +99,11 @@ def _cmd_lab(args) -> int:
     if importlib.util.find_spec("jupyterlab") is None:
         raise LabkitError("JupyterLab is not installed here; install the kit: pip install -e .")
     ensure_fixtures(scale=scale)
+    from .media.backends import ffmpeg_status
+
+    ok, reason = ffmpeg_status()
+    if not ok:  # every other chapter runs; chapter 15 needs FFmpeg's shared libraries
+        print(f"chapter 15 (video and audio) cannot decode here: {reason}")
     # This interpreter's own JupyterLab: `jupyter` need not be on PATH (make calls
     # .venv/bin/labkit without activating the virtual environment).
     extra = args.lab_args[1:] if args.lab_args[:1] == ["--"] else args.lab_args

@@ -51,6 +51,9 @@ KNOBS: dict[str, dict[str, object]] = {
     # 16 capstone
     "tuning_samples": {"ci": 512, "workshop": 4000, "full": 20000},  # images per pass
     "big_batch_size": {"ci": 64, "workshop": 128, "full": 128},  # the "batching" step
+    # 15 video and audio
+    "media_clips": {"ci": 12, "workshop": 48, "full": 128},      # random clips per pass
+    "audio_windows": {"ci": 16, "workshop": 100, "full": 400},   # audio crops per pass
 }
 
 

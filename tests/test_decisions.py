@@ -10,7 +10,8 @@ import labkit as lk
 from labkit.records.decisions import SITUATIONS
 
 SEEDS = ["data fits in RAM", "larger than RAM, one node", "TB+ on remote storage, with resume",
-         "decode-bound (images)", "distributed, lazy (IterableDataset)",
+         "decode-bound (images)", "decode-bound (video and audio)",
+         "distributed, lazy (IterableDataset)",
          "LLM pretraining (tokenized text)", "random access to many small records",
          "preprocessing-heavy, across machines"]
 

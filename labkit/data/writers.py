@@ -313,3 +313,8 @@ WRITERS: dict[str, Writer] = {
     "parquet": ParquetWriter(),
     "jsonl": JsonlWriter(),
 }
+
+# Chapter 15's writers subclass Writer above, so they are imported after it.
+from ..media.writers import AudioWriter, VideoWriter  # noqa: E402
+
+WRITERS |= {"video": VideoWriter(), "audio": AudioWriter()}

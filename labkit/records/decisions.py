@@ -69,6 +69,15 @@ SITUATIONS: tuple[Situation, ...] = (
          Evidence("10_decode_and_augment", "decode.samples_per_s", "Pillow decode per core",
                   (("decoder", "pil"),)))),
     Situation(
+        "decode-bound (video and audio)",
+        "decode only the clip (seek + a few frames, torchcodec), short keyframe intervals "
+        "when re-encoding for random access, decode at reduced size; workers or SPDL's "
+        "threads up to the cores, with every failure counted; NVDEC where there is a GPU",
+        (Evidence("15_video_and_audio", "clip.ms", "random 16-frame clip, 1 s keyframes",
+                  (("backend", "torchcodec"), ("keyframe_interval", 25))),
+         Evidence("15_video_and_audio", "keyframe_cost_ratio",
+                  "clip cost, 10 s over 1-frame keyframes"))),
+    Situation(
         "distributed, lazy (IterableDataset)",
         "split shards over rank x worker (get_worker_info + rank), set_epoch every epoch, "
         "audit exactly-once; DistributedSampler for map-style",

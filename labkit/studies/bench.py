@@ -1,4 +1,4 @@
-"""Named benchmarks that print their figures (chapters 01-02, 06, 09-14; ``labkit bench``).
+"""Named benchmarks that print their figures (chapters 01-02, 06, 09-15; ``labkit bench``).
 
 Performance is checked here, not in timed test assertions that flake: a benchmark reports
 what it measured, the interval around it and a verdict (pass, fail or inconclusive), and
@@ -13,6 +13,7 @@ from .benchmarks import (  # noqa: F401 - importing each registers it
     bakeoff,
     decode,
     formats,
+    media,
     mmap,
     overhead,
     prefetch,

@@ -1,0 +1,1 @@
+"""Video and audio decoded just in time: fixtures, backends, clips, audio windows (ch. 15)."""

@@ -1,0 +1,100 @@
+"""``labkit bench media``: random 16-frame clips over workers against one core (chapter 15)."""
+
+from __future__ import annotations
+
+from .ceiling import available_parallelism, busy_verdict
+from .registry import benchmark
+from .stats import judge, median_interval, paired_trials
+
+GOAL = 0.8
+
+
+def _plan(fx, gop: int, clips: int, frames: int, seed: int):
+    from ...media.clips import random_clips
+
+    videos = [v for v in fx.meta["videos"] if v["gop"] == gop]
+    per = -(-clips // len(videos))
+    return random_clips(videos, per, frames, 1, seed)[:clips]
+
+
+@benchmark("media", goal=f"N workers decode random 16-frame clips at >= {GOAL} x (single-core "
+                         "rate x min(N, cores)) (median of paired ratios, 95% interval; "
+                         "inconclusive when the machine's measured parallelism is below the "
+                         "goal); also prints a random clip's cost at a 10 s keyframe interval "
+                         "over a 1-frame one")
+def media(scale: str | None = None, backend: str = "torchcodec", num_workers: int | None = None,
+          clips: int = 48, frames: int = 16, batch_size: int = 4, rounds: int = 7) -> dict:
+    """Random clips (``frames`` consecutive frames from a random start, 1 s keyframe
+    interval) decoded by a :class:`~labkit.media.datasets.ClipDataset` in the main process
+    (one core) and in ``num_workers`` persistent workers (default: the usable cores),
+    alternated for ``rounds`` interleaved pairs on the wall clock; each pair's ratio is the
+    workers' clips/s over ``single x min(num_workers, cores)``. Then the single-process cost
+    of a random clip from 10 s-keyframe videos over the same from every-frame-keyframe videos
+    (interleaved pairs, median ratio): how much decoding forward from a far keyframe costs.
+    """
+    import torch
+
+    from ...data.fixtures import fixture
+    from ...instruments.meter import measure
+    from ...loading.loaders import make_loader, shutdown
+    from ...media.datasets import ClipDataset
+    from ...scale import resolve_scale
+    from ..tuning import usable_cores
+
+    scale = resolve_scale(scale)
+    fx = fixture("videos", scale, progress=False)
+    gops = sorted(fx.meta["gops"])
+    ds = ClipDataset(fx, _plan(fx, 25 if 25 in gops else gops[len(gops) // 2], clips, frames,
+                               seed=1), backend=backend)
+    cores = usable_cores()
+    n = num_workers or cores
+    single_loader = make_loader(ds, batch_size=batch_size)
+    multi_loader = make_loader(ds, batch_size=batch_size, num_workers=n, prefetch_factor=4,
+                               persistent_workers=True)
+
+    def rate(loader) -> float:
+        return measure(loader, repeats=1, warmup=0).best_samples_per_s
+
+    single, multi = [], []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one core means one core (see the decode benchmark)
+    try:
+        rate(multi_loader), rate(single_loader)  # start the workers, open every decoder
+        before = available_parallelism(min(n, cores))
+        for i in range(rounds):
+            order = (single_loader, multi_loader) if i % 2 == 0 else (multi_loader,
+                                                                       single_loader)
+            for loader in order:
+                (single if loader is single_loader else multi).append(rate(loader))
+        after = available_parallelism(min(n, cores))
+    finally:
+        shutdown(multi_loader)
+        torch.set_num_threads(threads)
+    ideal = min(n, cores)
+    result = {
+        "scale": scale, "backend": backend, "video_size": fx.meta["sizes"][0],
+        "clip_frames": frames, "clips": len(ds), "batch_size": batch_size, "cores": cores,
+        "num_workers": n, "rounds": rounds, "single_core_clips_per_s": max(single),
+        "workers_clips_per_s": max(multi), "ideal_clips_per_s": max(single) * ideal,
+    }
+    result |= judge("ratio", [m / (s * ideal) for s, m in zip(single, multi, strict=True)], GOAL)
+    result |= busy_verdict("ratio", result, before, after, GOAL, per=ideal)
+
+    # a random clip's cost: far keyframes (the largest interval) against every-frame ones
+    far, near = (ClipDataset(fx, _plan(fx, g, 12, frames, seed=2), backend=backend)
+                 for g in (gops[-1], gops[0]))
+    for d in (far, near):  # open the decoders (scanning the file) outside the clock
+        d[0]
+
+    def decode(d):
+        return lambda: [d[i] for i in range(len(d))]
+
+    pairs = paired_trials(decode(far), decode(near), pairs=rounds)
+    med, lo, hi, level = median_interval([a / b for a, b in pairs])
+    result |= {"keyframe_interval_far": gops[-1], "keyframe_interval_near": gops[0],
+               "clip_cost_ratio_far_over_near": med, "clip_cost_ratio_ci": [lo, hi],
+               "clip_cost_ratio_ci_level": round(level, 4),
+               "clip_ms_far": 1e3 * min(a for a, _ in pairs) / len(far),
+               "clip_ms_near": 1e3 * min(b for _, b in pairs) / len(near)}
+    return result | {"verdict": result["ratio_verdict"],
+                     "goal_met": result["ratio_verdict"] == "pass"}
