@@ -44,11 +44,24 @@ KNOBS: dict[str, dict[str, object]] = {
     "sweep_batches": {"ci": 6, "workshop": 40, "full": 80},  # batches per timed pass
     "prefetch_factors": {"ci": [1, 2], "workshop": [1, 2, 4], "full": [1, 2, 4]},
     "tune_batches": {"ci": 4, "workshop": 30, "full": 60},
+    # (method, persistent_workers) timed for worker start-up; each spawn/forkserver start
+    # imports torch afresh (seconds), so ci runs only the persistent spawn (its epoch 1 is
+    # the fresh start)
+    "start_methods": {"ci": [("fork", False), ("fork", True), ("spawn", True)],
+                      "workshop": [("fork", False), ("fork", True), ("spawn", True),
+                                   ("forkserver", True), ("spawn", False),
+                                   ("forkserver", False)],
+                      "full": [("fork", False), ("fork", True), ("spawn", True),
+                               ("forkserver", True), ("spawn", False), ("forkserver", False)]},
+    "decode_threads_images": {"ci": 64, "workshop": 1000, "full": 4000},  # threads vs procs
     # 10 decode and augment, 16 capstone (bake-off)
     "image_samples": {"ci": 256, "workshop": 2000, "full": 8000},  # images timed per pass
     # 16 capstone
-    "tuning_samples": {"ci": 512, "workshop": 4000, "full": 20000},  # images per pass
+    "tuning_samples": {"ci": 256, "workshop": 4000, "full": 20000},  # images per pass
     "big_batch_size": {"ci": 64, "workshop": 128, "full": 128},  # the "batching" step
+    # interleaved (candidate, best so far) pairs of passes per tuning step: fewer than 6
+    # reach no 95 % interval, so at ci a change is kept only if every pair was faster
+    "tuning_pairs": {"ci": 3, "workshop": 5, "full": 7},
 }
 
 
