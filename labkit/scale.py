@@ -26,6 +26,10 @@ KNOBS: dict[str, dict[str, object]] = {
     "warmup": {"ci": 0, "workshop": 1, "full": 1},           # untimed passes first
     "dashboard_s": {"ci": 1, "workshop": 8, "full": 10},     # seconds per dashboard run
     "worker_counts": {"ci": [0, 1, 2], "workshop": [0, 1, 2, 4], "full": [0, 1, 2, 4]},
+    # 01 measuring a loader: batches per timed pass (None: whole epochs). At ci a pass over
+    # 2048 sample files plus warm-up passes put the chapter at 60+ s under load; 12 batches
+    # of 64 are enough for a rate, and the exactly-once check still reads whole epochs
+    "pass_batches": {"ci": 12, "workshop": None, "full": None},
     # 04 scaling out
     "pg_timeout_s": {"ci": 2, "workshop": 5, "full": 5},     # process-group timeout, hang demo
     # 06 WebDataset

@@ -200,13 +200,10 @@ class TuningResult:
         return epoch_rate(self.measurement)
 
 
-def _paired_passes(candidate, best, step: Callable, n: int, pairs: int, warmup: int,
-                   name: str, config: dict):
+def _paired_passes(candidate, best, step: Callable, n: int, pairs: int, name: str,
+                   config: dict):
     """Interleaved whole passes of two loaders (C B, B C, ...): the candidate's measurement
     and last audit, and each pair's ratio of whole-pass rates (candidate / best)."""
-    for _ in range(warmup):   # untimed: page cache, worker imports, allocator
-        for loader in (candidate, best):
-            measure(loader, repeats=1, warmup=0)
     passes, ratios, a = [], [], None
     for i in range(pairs):
         order = ("c", "b") if i % 2 == 0 else ("b", "c")
@@ -230,9 +227,10 @@ def run_tuning(steps: list[TuningStep], images, packed, step: Callable, *,
                on_step: Callable | None = None) -> list[TuningResult]:
     """Measure every step on the same samples with the same train step; audit each.
 
-    The first step is measured alone (``pairs`` passes). Every later change runs on top of
-    the best configuration so far, in ``pairs`` interleaved pairs of whole passes with that
-    configuration (so drift in the machine's load hits both alike); its ``gain`` is the
+    The first step is measured alone (``warmup`` untimed, then ``pairs`` passes). Every
+    later change runs on top of the best configuration so far, in ``pairs`` interleaved
+    pairs of whole passes with that configuration (so drift in the machine's load hits both
+    alike; no warm-up: the first step warmed the cache and imports); its ``gain`` is the
     median of the paired ratios, with the sign-test interval of
     :func:`~labkit.studies.benchmarks.stats.median_interval`. It is kept when its audit is
     clean and the whole interval lies at or above ``min_gain`` (verdict ``pass``); otherwise
@@ -259,8 +257,9 @@ def run_tuning(steps: list[TuningStep], images, packed, step: Callable, *,
                                        warmup=warmup, name=s.name, config=config)
                 result = TuningResult(s, m, a, config)
             else:
-                m, a, ratios = _paired_passes(loader, best, step, n, pairs, warmup, s.name,
-                                              config)
+                # no warm-up here: the first step warmed the page cache and the imports,
+                # and a pass that starts workers pays their start-up, as an epoch does
+                m, a, ratios = _paired_passes(loader, best, step, n, pairs, s.name, config)
                 med, lo, hi, achieved = median_interval(ratios, level)
                 v = verdict(lo, hi, min_gain)
                 result = TuningResult(s, m, a, config, kept=a.ok and v == PASS, gain=med,
