@@ -57,7 +57,7 @@ KNOBS: dict[str, dict[str, object]] = {
                                    ("forkserver", False)],
                       "full": [("fork", False), ("fork", True), ("spawn", True),
                                ("forkserver", True), ("spawn", False), ("forkserver", False)]},
-    "decode_threads_images": {"ci": 64, "workshop": 1000, "full": 4000},  # threads vs procs
+    "decode_threads_images": {"ci": 64, "workshop": 400, "full": 2000},  # threads vs procs
     # 10 decode and augment, 16 capstone (bake-off)
     "image_samples": {"ci": 256, "workshop": 2000, "full": 8000},  # images timed per pass
     # 16 capstone
