@@ -67,7 +67,7 @@ from .formats.tensorfiles import TensorFiles, write_tensor_files
 from .formats.tfdata import TfDataResult, tfdata_measure, tfdata_status
 from .formats.tfrecords import TFRecordRows, masked_crc, read_record, write_tfrecord
 from .formats.trap import EagerHdf5Rows, EagerLmdbRows, TrapOutcome, trap_trial
-from .images.augment import make_augment
+from .images.augment import make_augment, torchvision_status
 from .images.decode import available_decoders, decode_jpeg, fastest_decoder, file_bytes
 from .images.folder import ImageFolderDataset, skip_collate
 from .images.gpu import (
@@ -142,8 +142,10 @@ from .studies.capstone import (
     format_tuning,
     image_pipeline,
     image_train_step,
+    load_tuning,
     measure_audited,
     run_tuning,
+    save_tuning,
     tuned_result,
     tuning_steps,
 )
@@ -283,6 +285,7 @@ __all__ = [
     "knob",
     "kornia_gpu_status",
     "load_records",
+    "load_tuning",
     "loader_names",
     "make_augment",
     "make_loader",
@@ -348,6 +351,7 @@ __all__ = [
     "run_notebooks",
     "run_tuning",
     "sample_workers",
+    "save_tuning",
     "serve",
     "shard_of_bounds",
     "shard_plan",
@@ -367,6 +371,7 @@ __all__ = [
     "tokens_needed",
     "torchcodec_status",
     "torchrun",
+    "torchvision_status",
     "trap_trial",
     "tuned_result",
     "tuning_steps",

@@ -26,6 +26,10 @@ KNOBS: dict[str, dict[str, object]] = {
     "warmup": {"ci": 0, "workshop": 1, "full": 1},           # untimed passes first
     "dashboard_s": {"ci": 1, "workshop": 8, "full": 10},     # seconds per dashboard run
     "worker_counts": {"ci": [0, 1, 2], "workshop": [0, 1, 2, 4], "full": [0, 1, 2, 4]},
+    # 01 measuring a loader: batches per timed pass (None: whole epochs). At ci a pass over
+    # 2048 sample files plus warm-up passes put the chapter at 60+ s under load; 12 batches
+    # of 64 are enough for a rate, and the exactly-once check still reads whole epochs
+    "pass_batches": {"ci": 12, "workshop": None, "full": None},
     # 04 scaling out
     "pg_timeout_s": {"ci": 2, "workshop": 5, "full": 5},     # process-group timeout, hang demo
     # 06 WebDataset
@@ -44,13 +48,29 @@ KNOBS: dict[str, dict[str, object]] = {
     "sweep_batches": {"ci": 6, "workshop": 40, "full": 80},  # batches per timed pass
     "prefetch_factors": {"ci": [1, 2], "workshop": [1, 2, 4], "full": [1, 2, 4]},
     "tune_batches": {"ci": 4, "workshop": 30, "full": 60},
+    # (method, persistent_workers) timed for worker start-up; each spawn/forkserver start
+    # imports torch afresh (seconds), so ci runs only the persistent spawn (its epoch 1 is
+    # the fresh start)
+    "start_methods": {"ci": [("fork", False), ("fork", True), ("spawn", True)],
+                      "workshop": [("fork", False), ("fork", True), ("spawn", True),
+                                   ("forkserver", True), ("spawn", False),
+                                   ("forkserver", False)],
+                      "full": [("fork", False), ("fork", True), ("spawn", True),
+                               ("forkserver", True), ("spawn", False), ("forkserver", False)]},
+    "decode_threads_images": {"ci": 64, "workshop": 400, "full": 2000},  # threads vs procs
     # 12 storage formats
     "format_rows": {"ci": 1024, "workshop": 10000, "full": 200000},  # rows per format
     # 10 decode and augment, 16 capstone (bake-off)
     "image_samples": {"ci": 256, "workshop": 2000, "full": 8000},  # images timed per pass
     # 16 capstone
-    "tuning_samples": {"ci": 512, "workshop": 4000, "full": 20000},  # images per pass
+    # images per tuning pass: each step now runs 2 x tuning_pairs passes, so workshop's 4000
+    # became 2000 (the chapter took 10 min at 4000 x 5 pairs on a loaded 2-core machine)
+    "tuning_samples": {"ci": 256, "workshop": 2000, "full": 20000},
     "big_batch_size": {"ci": 64, "workshop": 128, "full": 128},  # the "batching" step
+    # interleaved (candidate, best so far) pairs of passes per tuning step: up to 8 pairs the
+    # sign-test interval is the full range (6 pairs: 97 % coverage, 3 pairs: 75 %), so a
+    # change is kept only if every pair was faster
+    "tuning_pairs": {"ci": 3, "workshop": 6, "full": 7},
     # 15 video and audio
     "media_clips": {"ci": 12, "workshop": 48, "full": 128},      # random clips per pass
     "audio_windows": {"ci": 16, "workshop": 100, "full": 400},   # audio crops per pass

@@ -64,8 +64,8 @@ def test_pack_missing_file_names_it(images, tmp_path):
 
 def test_steps_change_one_thing_each():
     steps = lk.tuning_steps(num_workers=2, decoder="opencv", big_batch_size=64)
-    assert [s.name for s in steps] == ["naive", "format", "workers", "prefetch", "decode",
-                                       "batching"]
+    assert [s.name for s in steps] == ["naive", "format", "workers", "persistent", "prefetch",
+                                       "decode", "batching"]
     assert steps[0].config == {"format": "files", "decoder": "pil", "num_workers": 0,
                                "prefetch_factor": None, "persistent_workers": False,
                                "batch_size": 32}
@@ -74,18 +74,21 @@ def test_steps_change_one_thing_each():
         assert changed and changed <= {"format", "num_workers", "persistent_workers",
                                        "prefetch_factor", "decoder", "batch_size"}, b.name
     assert steps[-1].config["decoder"] == "opencv" and steps[-1].config["batch_size"] == 64
-    # prefetch needs workers: tried with them even where the "workers" change was reverted
-    assert steps[3].knobs["num_workers"] == 2
+    # one knob per step: persistent workers and prefetch are two steps, not one
+    assert steps[3].knobs == {"num_workers": 2, "persistent_workers": True}
+    assert steps[4].knobs == {"num_workers": 2, "prefetch_factor": 4}
+    # both need workers: tried with them even where the "workers" change was reverted
+    assert all(s.config["num_workers"] == 2 for s in steps[3:5])
     with pytest.raises(ValueError, match="choose one of"):
         lk.tuning_steps(decoder="magic")
 
 
 def test_run_tuning_audits_every_step(images, packed):
     steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
-    steps = [steps[0], steps[1], steps[2], steps[5]]  # files, packed, workers, batch
+    steps = [steps[0], steps[1], steps[2], steps[6]]  # files, packed, workers, batch
     seen = []
     results = lk.run_tuning(steps, images, packed, lk.image_train_step(), samples=48,
-                            repeats=1, warmup=0, on_step=seen.append)
+                            pairs=2, warmup=0, on_step=seen.append)
     assert len(seen) == 4
     for r in results:
         assert r.audit.ok and r.audit.expected == 48, r.step.name
@@ -100,9 +103,9 @@ def test_run_tuning_audits_every_step(images, packed):
 def test_a_change_that_does_not_help_is_reverted(images, packed, min_gain):
     """Each change runs on the best configuration so far; a reverted one is not carried on."""
     steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
-    steps = [steps[0], steps[1], steps[5]]  # files, packed, batch size 16
+    steps = [steps[0], steps[1], steps[6]]  # files, packed, batch size 16
     results = lk.run_tuning(steps, images, packed, lk.image_train_step(), samples=32,
-                            repeats=1, warmup=0, min_gain=min_gain)
+                            pairs=1, warmup=0, min_gain=min_gain)
     naive = steps[0].config
     if min_gain == 0.0:  # every change kept: the configs accumulate
         assert [r.kept for r in results] == [True, True, True]
@@ -113,6 +116,42 @@ def test_a_change_that_does_not_help_is_reverted(images, packed, min_gain):
         assert results[2].config == {**naive, "batch_size": 16}  # files, not packed
         assert lk.tuned_result(results) is results[0]
     assert "no " in lk.format_tuning(results) or min_gain == 0.0
+    assert {r.verdict for r in results[1:]} == {"pass" if min_gain == 0.0 else "fail"}
+
+
+def test_paired_gain_has_an_interval_and_a_verdict(images, packed):
+    """Each change is timed in interleaved pairs against the best config so far."""
+    steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
+    results = lk.run_tuning([steps[0], steps[1]], images, packed, lk.image_train_step(),
+                            samples=32, pairs=3, warmup=0)
+    r = results[1]
+    assert len(r.measurement.passes) == 3 and r.audit.ok
+    lo, hi = r.gain_ci
+    assert lo <= r.gain <= hi and r.gain_level == pytest.approx(0.75)  # 3 pairs: full range
+    assert r.kept == (r.verdict == "pass") and r.verdict in ("pass", "fail", "inconclusive")
+    assert results[0].verdict == "baseline"
+    with pytest.raises(ValueError, match="at least one pair"):
+        lk.run_tuning(steps[:1], images, packed, lk.image_train_step(), pairs=0)
+
+
+def test_tuning_result_round_trips_as_json(images, packed, tmp_path):
+    steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
+    results = lk.run_tuning([steps[0], steps[1]], images, packed, lk.image_train_step(),
+                            samples=32, pairs=1, warmup=0, min_gain=0.0)
+    path = lk.save_tuning(results, tmp_path / "tuned.json", samples=32)
+    config = lk.load_tuning(path)
+    assert config == results[1].config
+    loader = lk.image_pipeline(config, images, packed, samples=8)
+    assert sum(len(b["id"]) for b in loader) == 8
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "something else"}')
+    with pytest.raises(lk.LabkitError, match="bad.json: not a tuning record"):
+        lk.load_tuning(bad)
+    bad.write_text("{not json")
+    with pytest.raises(lk.LabkitError, match="bad.json: not JSON"):
+        lk.load_tuning(bad)
+    with pytest.raises(lk.LabkitError, match="nope.json: cannot read"):
+        lk.load_tuning(tmp_path / "nope.json")
 
 
 def test_measure_audited_catches_a_repeat():

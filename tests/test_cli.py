@@ -141,6 +141,21 @@ def test_run_writes_one_record_per_chapter(ci_run):
     assert all(rec["scale"] == "ci" for rec in records)
 
 
+def test_run_leaves_each_chapter_rendered_as_html(ci_run):
+    """A finished run can be read without Jupyter: one HTML file per chapter, plots inside,
+    while the committed notebooks keep outputs only on their checked cells."""
+    r, out = ci_run
+    assert "rendered notebooks (HTML, plots inside)" in r.stdout
+    pages = sorted((out / "notebooks").glob("*.html"))
+    assert [p.stem for p in pages] == sorted(p.stem for p in (out / "notebooks").glob("*.ipynb"))
+    for page in pages:
+        text = page.read_text()
+        # the outputs, not just the code: the checkpoint cell's printout is in the page
+        assert f"checkpoint {page.stem} (scale ci)" in text, page.name
+    chapter05 = next(p for p in pages if p.stem.startswith("05"))
+    assert 'src="data:image/png;base64,' in chapter05.read_text()  # its plots, embedded
+
+
 def test_report_compares_two_record_folders(ci_run, tmp_path):
     _, out = ci_run
     other = tmp_path / "other"

@@ -184,3 +184,15 @@ def test_kornia_leaves_the_global_generator_alone():
     torch.manual_seed(123)
     lk.make_augment("kornia", 32, seed=7)
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_torchvision_v2_does_not_load_here_and_says_why():
+    """Chapter 10 has no transforms.v2 row because torchvision cannot load next to this kit's
+    CPU torch (PyPI's torchvision for torch 2.13.0 links libtorch_cuda.so / libc10_cuda.so).
+    When this fails, that reason went away: add transforms.v2 to ``lk.make_augment`` and to
+    chapter 10's comparison, then turn this into a test of that row."""
+    ok, reason = lk.torchvision_status()
+    assert not ok, (f"torchvision.transforms.v2 now loads here ({reason}): add it to "
+                    "lk.make_augment and chapter 10's augmentation comparison")
+    assert "torchvision.transforms.v2 does not load here" in reason
+    assert torch.__version__ in reason and "download.pytorch.org/whl/cpu" in reason

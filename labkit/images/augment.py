@@ -108,6 +108,32 @@ def _kornia(size: int, seed: int):
     return augment
 
 
+def torchvision_status() -> tuple[bool, str]:
+    """``(True, version)`` if ``torchvision.transforms.v2`` imports here, else why not.
+
+    On this kit's CPU torch it does not: PyPI's torchvision for torch 2.13.0 (0.28.0) links
+    its operators against ``libtorch_cuda.so`` and ``libc10_cuda.so``, which a CPU build of
+    torch does not ship, so ``import torchvision`` fails with "operator torchvision::nms does
+    not exist"; the kit does not install it. A torchvision from the same index as the torch
+    (PyTorch's CPU or CUDA wheel index) loads. Chapter 10 prints this reason instead of a
+    transforms.v2 row.
+    """
+    import importlib
+
+    try:
+        import torchvision  # noqa: F401 - a mismatched build fails here with any exception
+        importlib.import_module("torchvision.transforms.v2")
+    except Exception as e:  # noqa: BLE001 - RuntimeError, OSError or ImportError alike
+        build = "CPU" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+        return False, (f"torchvision.transforms.v2 does not load here ({type(e).__name__}: "
+                       f"{str(e)[:100]}). torch is {torch.__version__} ({build} build); "
+                       "PyPI's torchvision for it links libtorch_cuda.so and libc10_cuda.so, "
+                       "so next to a CPU torch its import fails ('operator torchvision::nms "
+                       "does not exist'): install torchvision from the index your torch came "
+                       "from (e.g. https://download.pytorch.org/whl/cpu)")
+    return True, f"torchvision {torchvision.__version__}"
+
+
 def make_augment(library: str, size: int, seed: int = 0) -> Callable:
     """The same augmentation pipeline built with ``library`` (one of AUGMENT_LIBRARIES).
 

@@ -2,7 +2,9 @@
 
 The headless twin of working through the chapters in JupyterLab: each notebook runs in a
 fresh kernel at the chosen scale, its checkpoint record lands in the run's folder, and the
-folder can be compared with others by ``labkit report``. Introduced in chapter 00.
+folder can be compared with others by ``labkit report``. Each executed notebook is also
+rendered as one HTML file, plots inside, so a workshop can share what a machine showed
+(the committed notebooks keep outputs only on their checked cells). Introduced in chapter 00.
 """
 
 from __future__ import annotations
@@ -27,6 +29,20 @@ class NotebookRun:
     seconds: float
     output: Path
     error: str | None = None
+    html: Path | None = None
+
+
+def render_html(nb, target: Path) -> Path:
+    """Write an executed notebook as one HTML file, plots embedded as data URIs.
+
+    nbconvert's HTML exporter: the one file is the whole chapter as this machine ran it
+    (a failed chapter renders up to its error), readable without Jupyter.
+    """
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter(embed_images=True).from_notebook_node(nb)
+    target.write_text(body, encoding="utf-8")
+    return target
 
 
 def chapters(folder: Path | None = None) -> list[Path]:
@@ -94,10 +110,18 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
             seconds = time.perf_counter() - t0
             target = out / "notebooks" / nb_path.name
             nbformat.write(nb, target)
-            results.append(NotebookRun(nb_path.stem, error is None, seconds, target, error))
+            try:
+                html, html_error = render_html(nb, target.with_suffix(".html")), None
+            except Exception as e:  # noqa: BLE001 - a rendering problem keeps the .ipynb
+                html, html_error = None, f"{type(e).__name__}: {e}"
+            results.append(NotebookRun(nb_path.stem, error is None, seconds, target, error,
+                                       html))
             status = "ok" if error is None else f"FAILED: {error}"
+            if html_error:
+                status += f" (no HTML: nbconvert failed: {html_error})"
             echo(f"  {nb_path.stem:<32} {seconds:7.1f} s  {status}")
     n_rec = len(list(records.glob("*.json"))) if records.exists() else 0
     echo(f"{sum(r.ok for r in results)}/{len(results)} chapters ok; {n_rec} record(s) in "
-         f"{records}\ncompare runs with: labkit report {records}")
+         f"{records}\nrendered notebooks (HTML, plots inside): {out / 'notebooks'}"
+         f"\ncompare runs with: labkit report {records}")
     return results
