@@ -108,10 +108,19 @@ from .records.render import write_report
 from .records.report import comparison_rows, format_table, load_records
 from .records.runner import run_notebooks
 from .remote.launch import TorchrunResult, torchrun
+from .remote.objectstore import ObjectStore, s3_store
 from .remote.server import Fault, serve
 from .scale import SCALES, knob, resolve_scale
 from .streams.arrays import RowRange, ShardStream, deliveries, range_worker_init
 from .streams.rowgroups import ParquetRowGroups, open_parquet
+from .streams.s3shards import (
+    S3ShardStream,
+    ShardCache,
+    ShardSet,
+    shard_bytes_for,
+    shard_efficiency,
+    write_s3_shards,
+)
 from .streams.split import ShardPlan, shard_plan
 from .streams.tarshards import TarShardStream, split_by_rank
 from .studies.bakeoff.adapters import LoaderAdapter, build_loader, loader_names, probe_loader
@@ -176,6 +185,7 @@ __all__ = [
     "MemmapRows",
     "NpyFilesDataset",
     "NumpyRows",
+    "ObjectStore",
     "PACKERS",
     "PackedImages",
     "Packing",
@@ -185,9 +195,12 @@ __all__ = [
     "ResizeTo",
     "ResumeTrial",
     "RowRange",
+    "S3ShardStream",
     "SCALES",
     "ScaleError",
+    "ShardCache",
     "ShardPlan",
+    "ShardSet",
     "ShardStream",
     "StageBreakdown",
     "StoredFormat",
@@ -311,8 +324,11 @@ __all__ = [
     "run_capped",
     "run_notebooks",
     "run_tuning",
+    "s3_store",
     "sample_workers",
     "serve",
+    "shard_bytes_for",
+    "shard_efficiency",
     "shard_of_bounds",
     "shard_plan",
     "shuffle_quality",
@@ -341,6 +357,7 @@ __all__ = [
     "write_hdf5",
     "write_lmdb",
     "write_report",
+    "write_s3_shards",
     "write_tensor_files",
     "write_tfrecord",
 ]

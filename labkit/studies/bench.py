@@ -14,6 +14,7 @@ from .benchmarks import (  # noqa: F401 - importing each registers it
     decode,
     formats,
     mmap,
+    objectstore,
     overhead,
     prefetch,
     profiling,
