@@ -39,6 +39,7 @@ from .display.plots import (
     plot_wait_compute,
     plot_worker_memory,
 )
+from .display.shards import plot_shard_sizes
 from .display.widget import Dashboard
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
 from .formats.ahead import (
@@ -139,6 +140,7 @@ from .studies.capstone import (
     tuned_result,
     tuning_steps,
 )
+from .studies.objstore_systems import objectstore_systems
 from .studies.resume import ResumeTrial, format_resume_table, resume_trial
 from .studies.tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
 from .tokens.corpus import TokenCorpus, open_tokens, token_dtype
@@ -274,6 +276,7 @@ __all__ = [
     "measure_cold",
     "measure_formats",
     "nvjpeg_decode",
+    "objectstore_systems",
     "open_array",
     "open_parquet",
     "open_tokens",
@@ -288,6 +291,7 @@ __all__ = [
     "plot_packing",
     "plot_rates",
     "plot_scaling",
+    "plot_shard_sizes",
     "plot_shuffle_quality",
     "plot_stages",
     "plot_throughput",

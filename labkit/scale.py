@@ -49,6 +49,13 @@ KNOBS: dict[str, dict[str, object]] = {
     # 16 capstone
     "tuning_samples": {"ci": 512, "workshop": 4000, "full": 20000},  # images per pass
     "big_batch_size": {"ci": 64, "workshop": 128, "full": 128},  # the "batching" step
+    # 14 object stores: rows of the array fixture put in the bucket (1.5 KiB of tar each),
+    # the shard sizes swept, and the store's first-byte latency and per-connection bandwidth
+    "s3_rows": {"ci": 1024, "workshop": 65536, "full": 262144},
+    "s3_shard_kib": {"ci": [64, 256, 1024], "workshop": [1024, 4096, 16384, 65536],
+                     "full": [1024, 16384, 65536, 262144]},
+    "s3_latency_s": {"ci": 0.02, "workshop": 0.02, "full": 0.05},
+    "s3_bytes_per_s": {"ci": 25e6, "workshop": 100e6, "full": 100e6},
 }
 
 
