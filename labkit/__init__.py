@@ -140,7 +140,7 @@ from .studies.capstone import (
     tuned_result,
     tuning_steps,
 )
-from .studies.objstore_systems import objectstore_systems
+from .studies.objstore_systems import objectstore_systems, run_objectstore_system
 from .studies.resume import ResumeTrial, format_resume_table, resume_trial
 from .studies.tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
 from .tokens.corpus import TokenCorpus, open_tokens, token_dtype
@@ -327,6 +327,7 @@ __all__ = [
     "run_benchmark",
     "run_capped",
     "run_notebooks",
+    "run_objectstore_system",
     "run_tuning",
     "s3_store",
     "sample_workers",

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import io
 import os
 import sys
 import time
 import types
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -223,8 +224,9 @@ def run_litdata(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sy
     import litdata as ld
 
     out = work / "litdata"
-    ld.optimize(fn=_litdata_item, inputs=[r for r in rows], output_dir=str(out),
-                chunk_bytes="1MB", num_workers=1, mode="overwrite")
+    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):   # its progress log
+        ld.optimize(fn=_litdata_item, inputs=list(rows), output_dir=str(out),
+                    chunk_bytes="1MB", num_workers=1, mode="overwrite")
     store.put_files("litdata", sorted(p for p in out.rglob("*") if p.is_file()), prefix="opt",
                     root=out)
     opts = {"endpoint_url": store.endpoint_url, "aws_access_key_id": "labkit",
@@ -278,3 +280,23 @@ def run_ray(store, parquet_key: str, samples: int, batch_size: int = 64,
     return SystemRun("Ray Data", ray.__version__, len(ids), len(ids) / secs, first,
                      sorted(ids) == list(range(samples)), False, rss,
                      "no mid-epoch resume in Ray Data: a restart re-reads the epoch")
+
+
+def run_objectstore_system(name: str, store, rows: np.ndarray, work, *,
+                           parquet_key: str | None = None, batch_size: int = 64) -> SystemRun:
+    """Run one system (a :data:`SYSTEMS` name) on ``rows`` through ``store`` (chapter 14).
+
+    Mosaic and LitData write their own format locally and put it in the bucket; Ray Data
+    reads ``parquet_key`` (``bucket/key`` of the same rows as Parquet).
+    """
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    if name == "MosaicML Streaming":
+        return run_mosaic(store, rows, work, batch_size)
+    if name == "LitData":
+        return run_litdata(store, rows, work, batch_size)
+    if name == "Ray Data":
+        if parquet_key is None:
+            raise ValueError("Ray Data reads Parquet: give parquet_key='bucket/key'")
+        return run_ray(store, parquet_key, len(rows), batch_size)
+    raise KeyError(f"no object-store system {name!r}; choose one of {', '.join(SYSTEMS)}")
