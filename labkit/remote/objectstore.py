@@ -83,10 +83,10 @@ class ObjectStore:
         return self._proc.pid
 
     # --- settings -----------------------------------------------------------------------
-    def configure(self, **settings) -> ObjectStore:
-        """Change ``latency_s``, ``bandwidth`` or ``faults`` of the fault layer; chainable."""
+    def configure(self, **settings) -> None:
+        """Change ``latency_s``, ``bandwidth`` or ``faults`` of the fault layer (fault
+        counters restart with a new list)."""
         self.proxy.configure(**settings)
-        return self
 
     def settings(self) -> dict:
         """The fault layer's settings in force (record them with every result)."""

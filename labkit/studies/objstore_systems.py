@@ -91,13 +91,19 @@ def import_streaming(stand_in: bool | None = None):
                 sys.modules[k] = mod
 
 
-def probe_system(name: str) -> tuple[bool, str]:
-    """``(True, version)`` if ``name`` runs here, else ``(False, the exact reason)``."""
+def probe_system(name: str, deep: bool = True) -> tuple[bool, str]:
+    """``(True, version)`` if ``name`` runs here, else ``(False, the exact reason)``.
+
+    ``deep=False`` only checks that it is installed (importing Ray, Mosaic and LitData
+    takes seconds).
+    """
     dist, module = SYSTEMS[name]
     try:
         ver = version(dist)
     except PackageNotFoundError:
         return False, f"{dist} is not installed; {RECIPE}"
+    if not deep:
+        return True, f"{dist} {ver} (installed; import not checked)"
     try:
         if module == "streaming":
             import_streaming()
@@ -108,9 +114,9 @@ def probe_system(name: str) -> tuple[bool, str]:
     return True, f"{dist} {ver}"
 
 
-def objectstore_systems() -> dict[str, tuple[bool, str]]:
-    """Each object-store loader and whether it runs here (chapter 14's table, 16's rows)."""
-    return {name: probe_system(name) for name in SYSTEMS}
+def objectstore_systems(deep: bool = True) -> dict[str, tuple[bool, str]]:
+    """Each object-store loader and whether it runs here (see :func:`probe_system`)."""
+    return {name: probe_system(name, deep) for name in SYSTEMS}
 
 
 @dataclass
