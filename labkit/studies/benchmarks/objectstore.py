@@ -3,6 +3,8 @@
 At 20 ms first-byte latency on every GET, the best shard size read with several GETs in
 flight, as a fraction of the same reads from the same store with no injected latency; beside
 it, 1 MB-class shards read one request at a time, and the same shards from local disk.
+At ci the whole read takes tens of ms, so even one unhidden first-byte wait caps the ratio
+(``ceiling_one_latency``); the goal is for workshop scale and up.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def objectstore_bench(scale: str | None = None, pairs: int = 7, in_flight: int =
     from .stats import paired_trials
 
     scale = resolve_scale(scale)
-    rows_n = {"ci": 4096, "workshop": 65536, "full": 262144}[scale]
+    rows_n = {"ci": 8192, "workshop": 65536, "full": 262144}[scale]
     shard_kib = shard_kib or {"ci": (256, 1024, 4096), "workshop": (1024, 4096, 16384),
                               "full": (1024, 16384, 65536)}[scale]
     rows = np.array(open_array(fixture("array", scale, progress=False).file("array.npy"))
@@ -86,6 +88,9 @@ def objectstore_bench(scale: str | None = None, pairs: int = 7, in_flight: int =
         "smallest_one_at_a_time_vs_best": one["bytes_per_s"] / (total / min(b for _, b in
                                                                              trials)),
         "local_disk_MB_per_s": total / 1e6 / disk_s,
+        # one first-byte wait cannot be hidden: the best ratio a read this short can reach
+        "ceiling_one_latency": (min(a for a, _ in trials)
+                                / (min(a for a, _ in trials) + LATENCY_S)),
         "store_settings": settings,
     }
     result |= judge("hidden_vs_no_latency", [a / b for a, b in trials], GOAL)
