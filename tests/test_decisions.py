@@ -12,7 +12,7 @@ from labkit.records.decisions import SITUATIONS
 SEEDS = ["data fits in RAM", "larger than RAM, one node", "TB+ on remote storage, with resume",
          "decode-bound (images)", "distributed, lazy (IterableDataset)",
          "LLM pretraining (tokenized text)", "random access to many small records",
-         "preprocessing-heavy, across machines"]
+         "preprocessing-heavy, across machines", "shards in an object store (S3 API)"]
 
 
 def test_every_situation_names_a_chapter_that_exists():

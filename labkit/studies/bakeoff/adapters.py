@@ -62,7 +62,12 @@ def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
             return False, f"{adapter.dist} is not installed ({mod} not found); {adapter.install}"
     for mod in adapter.modules:
         try:
-            importlib.import_module(mod)
+            if mod == "streaming":  # MosaicML: past its torchvision import (chapter 14)
+                from ..objstore_systems import import_streaming
+
+                import_streaming()
+            else:
+                importlib.import_module(mod)
         except Exception as e:  # noqa: BLE001 - a mismatched build raises anything
             return False, (f"{adapter.dist} does not import here ({type(e).__name__}: "
                            f"{str(e)[:100]}); {adapter.install}")
@@ -181,7 +186,9 @@ def _ray_data(data, batch_size, num_workers, decoder):
 
 
 def _mosaic_streaming(data, batch_size, num_workers, decoder):
-    from streaming import StreamingDataset
+    from ..objstore_systems import import_streaming
+
+    StreamingDataset = import_streaming().StreamingDataset  # noqa: N806 - a class
 
     folder = ensure_format(data, "mds")
     # a StreamingDataset is iterated (it splits samples over ranks and workers itself);
