@@ -46,6 +46,9 @@ class LoaderAdapter:
     needs_cuda: bool = False
     fmt: str | None = None  # the format build() reads (its conversion is reported with it)
     note: str = ""
+    # start-up over a ci-scale chapter's budget (Ray's ~20-80 s on 2 busy cores): skipped at
+    # ci, with the reason; tests/test_objstore_systems.py runs these in CI (chapter 14)
+    slow_start: bool = False
 
 
 def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
@@ -71,6 +74,12 @@ def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
         except Exception as e:  # noqa: BLE001 - a mismatched build raises anything
             return False, (f"{adapter.dist} does not import here ({type(e).__name__}: "
                            f"{str(e)[:100]}); {adapter.install}")
+    if adapter.slow_start:
+        from ...scale import resolve_scale
+
+        if resolve_scale() == "ci":
+            return False, (f"{adapter.dist}: start-up over the ci-scale budget, run from "
+                           "workshop scale up (tests/test_objstore_systems.py runs it in CI)")
     if adapter.needs_cuda:
         from ...loading.prefetchers import cuda_status
 
@@ -287,13 +296,14 @@ ADAPTERS: tuple[LoaderAdapter, ...] = (
     LoaderAdapter("StatefulDataLoader", "torchdata", ("torchdata.stateful_dataloader",),
                   _PIP + "torchdata", _stateful_dataloader, note="a resumable DataLoader"),
     LoaderAdapter("Ray Data", "ray", ("ray", "ray.data"), _PIP + "'ray[data]'", _ray_data,
-                  fmt="parquet", core=False,
+                  fmt="parquet", core=False, slow_start=True,
                   note="read_parquet + map_batches + iter_torch_batches"),
     LoaderAdapter("MosaicML Streaming", "mosaicml-streaming", ("streaming",),
                   _PIP + "mosaicml-streaming", _mosaic_streaming, fmt="mds", core=False,
+                  slow_start=True,
                   note="MDS shards + StreamingDataset + DataLoader"),
     LoaderAdapter("LitData", "litdata", ("litdata",), _PIP + "litdata", _litdata,
-                  fmt="litdata", core=False,
+                  fmt="litdata", core=False, slow_start=True,
                   note="optimize() chunks + StreamingDataset + StreamingDataLoader"),
     LoaderAdapter("DALI", "nvidia-dali-cuda120", ("nvidia.dali",),
                   _PIP + "nvidia-dali-cuda120 (on a CUDA machine)", _dali, core=False,
