@@ -71,9 +71,12 @@ def test_the_torchvision_stand_in_is_still_needed_and_still_works():
 @pytest.mark.parametrize("name", ["MosaicML Streaming", "LitData"])
 def test_system_streams_from_the_bucket_exactly_once_and_resumes(name, store, tmp_path):
     need(name)
+    shm = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     run = systems.run_objectstore_system(name, store, ROWS, tmp_path)
     assert run.samples == len(ROWS) and run.exactly_once and run.resume_exact, run
     assert run.samples_per_s > 0 and run.first_batch_s > 0
+    if os.path.isdir("/dev/shm"):
+        assert set(os.listdir("/dev/shm")) <= shm, "shared memory left behind"
 
 
 @pytest.mark.slow
