@@ -120,6 +120,7 @@ from .streams.s3shards import (
     ShardSet,
     shard_bytes_for,
     shard_efficiency,
+    timed_gets,
     write_s3_shards,
 )
 from .streams.split import ShardPlan, shard_plan
@@ -345,6 +346,7 @@ __all__ = [
     "suggest_loader",
     "tfdata_measure",
     "tfdata_status",
+    "timed_gets",
     "to_device",
     "token_dtype",
     "tokens_needed",

@@ -110,15 +110,21 @@ def test_missing_key_wrong_credentials_not_a_tar_truncated(store, shards):
     body = s3.get_object(Bucket="unit", Key=shards.keys[0])["Body"].read()
     s3.put_object(Bucket="bad", Key="short.tar", Body=body[:3000])
     s3.put_object(Bucket="bad", Key="notatar.tar", Body=b"hello, not a tar\n" * 64)
+    # cut exactly at a member boundary: tarfile itself stops without an error
+    s3.put_object(Bucket="bad", Key="boundary.tar", Body=body[:2048])
     bad = lk.ShardSet("bad", ("gone.tar",), (1,), (1,))
     with pytest.raises(FileNotFoundError, match="s3://bad/gone.tar: no such key"):
         ids_of(S3ShardStream(store.endpoint_url, bad))
     creds = S3ShardStream(store.endpoint_url, shards, client={"access_key": "wrong"})
     with pytest.raises(PermissionError, match=f"s3://unit/{shards.keys[0]}.*InvalidAccessKeyId"):
         ids_of(creds)
-    for key, what in (("short.tar", "truncated|cut short"), ("notatar.tar", "not a tar")):
+    for key, what in (("short.tar", "truncated|cut short"), ("notatar.tar", "not a tar"),
+                      ("boundary.tar", "truncated .no end-of-archive marker")):
         with pytest.raises(DataFormatError, match=f"s3://bad/{key}.*({what})"):
             ids_of(S3ShardStream(store.endpoint_url, lk.ShardSet("bad", (key,), (1,), (1,))))
+    whole = S3ShardStream(store.endpoint_url, lk.ShardSet("unit", shards.keys[:1], (1,), (3,)))
+    with pytest.raises(DataFormatError, match=f"s3://unit/{shards.keys[0]} holds .* says 3"):
+        ids_of(whole)
     mixed = lk.ShardSet("bad", ("short.tar", "gone.tar", "notatar.tar"), (1, 1, 1), (1, 1, 1))
     skip = S3ShardStream(store.endpoint_url, mixed, on_error="skip")
     ids_of(skip)

@@ -113,6 +113,10 @@ def parse_shard(data: bytes, where: str) -> list[tuple[int, np.ndarray]]:
         raise DataFormatError(f"{where} {what} ({e}; {len(data)} bytes)") from None
     if not out:
         raise DataFormatError(f"{where}: no samples ({len(data)} bytes)")
+    if data[-1024:] != bytes(1024):
+        # cut at a member boundary, tarfile just stops: the end-of-archive blocks tell
+        raise DataFormatError(f"{where} is truncated (no end-of-archive marker after "
+                              f"{len(out)} samples; {len(data)} bytes)")
     return out
 
 
@@ -324,6 +328,10 @@ class S3ShardStream(SplitStream):
                     continue
                 try:
                     rows = parse_shard(data, self.where(key))
+                    want = self.shards.counts[self.shards.keys.index(key)]
+                    if len(rows) != want:
+                        raise DataFormatError(f"{self.where(key)} holds {len(rows)} samples, "
+                                              f"the shard list says {want}")
                 except DataFormatError:
                     if self.on_error == "skip":
                         self.skipped.append(key)

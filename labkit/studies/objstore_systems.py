@@ -270,12 +270,16 @@ def run_ray(store, parquet_key: str, samples: int, batch_size: int = 64,
     Ray Data has no mid-epoch resume of an iterator (a run restarts its dataset); the row
     says so rather than faking one.
     """
+    import logging
+
     import ray
 
+    logging.getLogger("ray").setLevel(logging.WARNING)   # its progress log, line by line
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                  configure_logging=False, _temp_dir=None)
+    ray.data.DataContext.get_current().enable_progress_bars = False
     try:
         ds = ray.data.read_parquet(f"s3://{parquet_key}", filesystem=store.arrow_filesystem())
         ids, secs, first = _epoch(ds.iter_torch_batches(batch_size=batch_size), _ids)
