@@ -11,10 +11,12 @@ needed or stops working.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 import io
 import os
+import re
 import sys
 import time
 import types
@@ -181,7 +183,6 @@ def run_mosaic(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sys
     """MDS shards written locally, put in the bucket, streamed with ``remote=s3://...``."""
     streaming = import_streaming()
     from streaming import MDSWriter, StreamingDataLoader, StreamingDataset
-    from streaming.base.util import clean_stale_shared_memory
 
     out = work / "mds"
     with MDSWriter(out=str(out), columns={"id": "int64", "row": "bytes"},
@@ -195,24 +196,34 @@ def run_mosaic(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sys
                               shuffle=True, shuffle_seed=7, predownload=4 * batch_size)
         return StreamingDataLoader(ds, batch_size=batch_size, num_workers=0)
 
-    clean_stale_shared_memory()
+    def epochs():
+        ids, secs, first = _epoch(loader(work / "mds-cache"), _ids)
+        rss = _rss_mib()
+        # resume: stop after k batches, restore the loader's state in a fresh one
+        a = loader(work / "mds-cache-2")
+        it, head = iter(a), []
+        for _ in range(len(ids) // batch_size // 2):
+            head.extend(_ids(next(it)))
+        state = a.state_dict()
+        for _ in it:   # drain: its download threads must end while the credentials are set
+            pass
+        b = loader(work / "mds-cache-3")
+        b.load_state_dict(state)
+        tail = [i for batch in b for i in _ids(batch)]
+        return ids, secs, first, rss, head, tail
+
+    shm = Path("/dev/shm")
+    before = set(os.listdir(shm)) if shm.is_dir() else set()
     with _env(S3_ENDPOINT_URL=store.endpoint_url, **_creds(store)):
         try:
-            ids, secs, first = _epoch(loader(work / "mds-cache"), _ids)
-            rss = _rss_mib()
-            # resume: stop after k batches, restore the loader's state in a fresh one
-            a = loader(work / "mds-cache-2")
-            it, head = iter(a), []
-            for _ in range(len(ids) // batch_size // 2):
-                head.extend(_ids(next(it)))
-            state = a.state_dict()
-            for _ in it:   # drain: its download threads must end while the credentials are set
-                pass
-            b = loader(work / "mds-cache-3")
-            b.load_state_dict(state)
-            tail = [i for batch in b for i in _ids(batch)]
+            ids, secs, first, rss, head, tail = epochs()
         finally:
-            clean_stale_shared_memory()
+            # Mosaic unlinks its shared memory only at interpreter exit (atexit; a later
+            # unlink of a gone block is ignored there): remove the blocks this run made now
+            gc.collect()
+            for name in (set(os.listdir(shm)) - before) if shm.is_dir() else ():
+                if re.fullmatch(r"\d{6}_[a-z_]+", name):
+                    (shm / name).unlink(missing_ok=True)
     return SystemRun("MosaicML Streaming", streaming.__version__, len(ids), len(ids) / secs,
                      first, sorted(ids) == list(range(len(rows))),
                      head + tail == ids, rss,
