@@ -210,7 +210,9 @@ def s3_client(endpoint_url: str, *, retries: str = "standard", max_attempts: int
     import boto3
     from botocore.config import Config
 
-    cfg = Config(retries={"mode": retries, "max_attempts": max_attempts},
+    # total_max_attempts: botocore's Config reads a bare "max_attempts" as retries after the
+    # first try (the AWS config file's max_attempts counts the first try, as here)
+    cfg = Config(retries={"mode": retries, "total_max_attempts": max_attempts},
                  read_timeout=read_timeout, connect_timeout=connect_timeout,
                  max_pool_connections=max_pool_connections, s3={"addressing_style": "path"})
     return boto3.client("s3", endpoint_url=endpoint_url, aws_access_key_id=access_key,
