@@ -41,6 +41,7 @@ from .display.plots import (
     plot_wait_compute,
     plot_worker_memory,
 )
+from .display.shards import plot_shard_sizes
 from .display.widget import Dashboard
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
 from .formats.ahead import (
@@ -125,10 +126,20 @@ from .records.render import write_report
 from .records.report import comparison_rows, format_table, load_records
 from .records.runner import run_notebooks
 from .remote.launch import TorchrunResult, torchrun
+from .remote.objectstore import ObjectStore, s3_store
 from .remote.server import Fault, serve
 from .scale import SCALES, knob, resolve_scale
 from .streams.arrays import RowRange, ShardStream, deliveries, range_worker_init
 from .streams.rowgroups import ParquetRowGroups, open_parquet
+from .streams.s3shards import (
+    S3ShardStream,
+    ShardCache,
+    ShardSet,
+    shard_bytes_for,
+    shard_efficiency,
+    timed_gets,
+    write_s3_shards,
+)
 from .streams.split import ShardPlan, shard_plan
 from .streams.tarshards import TarShardStream, split_by_rank
 from .studies.bakeoff.adapters import LoaderAdapter, build_loader, loader_names, probe_loader
@@ -149,6 +160,7 @@ from .studies.capstone import (
     tuned_result,
     tuning_steps,
 )
+from .studies.objstore_systems import objectstore_systems, run_objectstore_system
 from .studies.resume import ResumeTrial, format_resume_table, resume_trial
 from .studies.tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
 from .tokens.corpus import TokenCorpus, open_tokens, token_dtype
@@ -201,6 +213,7 @@ __all__ = [
     "MemmapRows",
     "NpyFilesDataset",
     "NumpyRows",
+    "ObjectStore",
     "PACKERS",
     "PackedImages",
     "Packing",
@@ -210,9 +223,12 @@ __all__ = [
     "ResizeTo",
     "ResumeTrial",
     "RowRange",
+    "S3ShardStream",
     "SCALES",
     "ScaleError",
+    "ShardCache",
     "ShardPlan",
+    "ShardSet",
     "ShardStream",
     "StageBreakdown",
     "StoredFormat",
@@ -296,6 +312,7 @@ __all__ = [
     "measure_formats",
     "media_gpu_status",
     "nvjpeg_decode",
+    "objectstore_systems",
     "open_array",
     "open_parquet",
     "open_tokens",
@@ -311,6 +328,7 @@ __all__ = [
     "plot_packing",
     "plot_rates",
     "plot_scaling",
+    "plot_shard_sizes",
     "plot_shuffle_quality",
     "plot_stages",
     "plot_throughput",
@@ -349,10 +367,14 @@ __all__ = [
     "run_benchmark",
     "run_capped",
     "run_notebooks",
+    "run_objectstore_system",
     "run_tuning",
+    "s3_store",
     "sample_workers",
     "save_tuning",
     "serve",
+    "shard_bytes_for",
+    "shard_efficiency",
     "shard_of_bounds",
     "shard_plan",
     "shuffle_quality",
@@ -366,6 +388,7 @@ __all__ = [
     "suggest_loader",
     "tfdata_measure",
     "tfdata_status",
+    "timed_gets",
     "to_device",
     "token_dtype",
     "tokens_needed",
@@ -386,6 +409,7 @@ __all__ = [
     "write_hdf5",
     "write_lmdb",
     "write_report",
+    "write_s3_shards",
     "write_tensor_files",
     "write_tfrecord",
 ]

@@ -74,6 +74,13 @@ KNOBS: dict[str, dict[str, object]] = {
     # 15 video and audio
     "media_clips": {"ci": 12, "workshop": 48, "full": 128},      # random clips per pass
     "audio_windows": {"ci": 16, "workshop": 100, "full": 400},   # audio crops per pass
+    # 14 object stores: rows of the array fixture put in the bucket (1.5 KiB of tar each),
+    # the shard sizes swept, and the store's first-byte latency and per-connection bandwidth
+    "s3_rows": {"ci": 1024, "workshop": 65536, "full": 262144},
+    "s3_shard_kib": {"ci": [64, 256, 1024], "workshop": [1024, 4096, 16384, 65536],
+                     "full": [1024, 16384, 65536, 262144]},
+    "s3_latency_s": {"ci": 0.02, "workshop": 0.02, "full": 0.05},
+    "s3_bytes_per_s": {"ci": 25e6, "workshop": 100e6, "full": 100e6},
 }
 
 

@@ -45,6 +45,7 @@ def test_mmap_benchmark_reports_its_ratio(tmp_path):
 def test_every_benchmark_is_registered_with_a_goal():
     """Importing labkit.studies.bench registers every one: the chapters' own ones too."""
     assert set(bench.BENCHMARKS) == {"bakeoff", "decode", "formats", "meter-overhead", "mmap",
+                                     "objectstore",
                                      "prefetch", "profiling", "webdataset"}
     assert all(fn.goal for fn in bench.BENCHMARKS.values())
 
@@ -123,3 +124,14 @@ def test_available_parallelism_reports_a_median_and_range():
     p = available_parallelism(1, pairs=1, work_s=0.01)
     lo, hi = p["parallelism_range"]
     assert p["processes"] == 1 and lo <= p["parallelism"] <= hi and p["parallelism"] > 0
+
+
+def test_objectstore_benchmark_reports_hidden_latency_ratio():
+    result = bench.run_benchmark("objectstore", scale="ci", pairs=2, in_flight=4,
+                                 shard_kib=(256, 1024))
+    _judged(result, "hidden_vs_no_latency")
+    for key in ("best_shard_kib", "best_MB_per_s_at_20ms", "best_MB_per_s_no_latency",
+                "smallest_one_at_a_time_MB_per_s", "local_disk_MB_per_s", "store_settings"):
+        assert key in result, key
+    assert result["latency_ms"] == 20 and result["goal_met"] == (result["verdict"] == "pass")
+    json.dumps(result)

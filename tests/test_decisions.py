@@ -13,7 +13,7 @@ SEEDS = ["data fits in RAM", "larger than RAM, one node", "TB+ on remote storage
          "decode-bound (images)", "decode-bound (video and audio)",
          "distributed, lazy (IterableDataset)",
          "LLM pretraining (tokenized text)", "random access to many small records",
-         "preprocessing-heavy, across machines"]
+         "preprocessing-heavy, across machines", "shards in an object store (S3 API)"]
 
 
 def test_every_situation_names_a_chapter_that_exists():

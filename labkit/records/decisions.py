@@ -111,6 +111,16 @@ SITUATIONS: tuple[Situation, ...] = (
         "training loop; measure it against the DataLoader on one machine first",
         (Evidence("16_capstone", "bakeoff.ratio", "Ray Data, x torch map-style",
                   (("loader", "Ray Data"),), needs="ray[data]"),)),
+    Situation(
+        "shards in an object store (S3 API)",
+        "shards sized so transfer >> first-byte latency (lk.shard_bytes_for; 64-256 MB at "
+        "~20 ms and ~100 MB/s), several GETs in flight per worker, a local shard cache that "
+        "holds the data, botocore standard retries plus a retry of a body cut short; audit "
+        "the epoch",
+        (Evidence("14_object_stores", "latency_hidden",
+                  "best in-flight setting, x the same reads with no latency"),
+         Evidence("14_object_stores", "faults_standard_exactly_once.missing",
+                  "samples lost to 503/500/reset/stall, standard retries"))),
 )
 
 

@@ -15,6 +15,7 @@ from .benchmarks import (  # noqa: F401 - importing each registers it
     formats,
     media,
     mmap,
+    objectstore,
     overhead,
     prefetch,
     profiling,

@@ -50,6 +50,9 @@ class LoaderAdapter:
     note: str = ""
     # () -> why the library cannot run next to this kit's pins (installed or not), or None
     blocker: Callable[[], str | None] | None = None
+    # start-up over a ci-scale chapter's budget (Ray's ~20-80 s on 2 busy cores): skipped at
+    # ci, with the reason; tests/test_objstore_systems.py runs these in CI (chapter 14)
+    slow_start: bool = False
 
 
 def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
@@ -69,10 +72,21 @@ def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
             return False, f"{adapter.dist} is not installed ({mod} not found); {hint}"
     for mod in adapter.modules:
         try:
-            importlib.import_module(mod)
+            if mod == "streaming":  # MosaicML: past its torchvision import (chapter 14)
+                from ..objstore_systems import import_streaming
+
+                import_streaming()
+            else:
+                importlib.import_module(mod)
         except Exception as e:  # noqa: BLE001 - a mismatched build raises anything
             return False, (f"{adapter.dist} does not import here ({type(e).__name__}: "
                            f"{str(e)[:100]}); {blocked or adapter.install}")
+    if adapter.slow_start:
+        from ...scale import resolve_scale
+
+        if resolve_scale() == "ci":
+            return False, (f"{adapter.dist}: start-up over the ci-scale budget, run from "
+                           "workshop scale up (tests/test_objstore_systems.py runs it in CI)")
     if adapter.needs_cuda:
         from ...loading.prefetchers import cuda_status
 
@@ -198,7 +212,9 @@ def _ray_data(data, batch_size, num_workers, decoder):
 
 
 def _mosaic_streaming(data, batch_size, num_workers, decoder):
-    from streaming import StreamingDataset
+    from ..objstore_systems import import_streaming
+
+    StreamingDataset = import_streaming().StreamingDataset  # noqa: N806 - a class
 
     folder = ensure_format(data, "mds")
     # a StreamingDataset is iterated (it splits samples over ranks and workers itself);
@@ -322,13 +338,14 @@ ADAPTERS: tuple[LoaderAdapter, ...] = (
     LoaderAdapter("HDF5", "h5py", ("h5py",), _PIP + "h5py", _hdf5, fmt="hdf5",
                   note="variable-length uint8 JPEGs, map-style, opened lazily (ch. 12)"),
     LoaderAdapter("Ray Data", "ray", ("ray", "ray.data"), _PIP + "'ray[data]'", _ray_data,
-                  fmt="parquet", core=False,
+                  fmt="parquet", core=False, slow_start=True,
                   note="read_parquet + map_batches + iter_torch_batches"),
     LoaderAdapter("MosaicML Streaming", "mosaicml-streaming", ("streaming",),
                   _PIP + "mosaicml-streaming", _mosaic_streaming, fmt="mds", core=False,
+                  slow_start=True,
                   note="MDS shards + StreamingDataset + DataLoader"),
     LoaderAdapter("LitData", "litdata", ("litdata",), _PIP + "litdata", _litdata,
-                  fmt="litdata", core=False,
+                  fmt="litdata", core=False, slow_start=True,
                   note="optimize() chunks + StreamingDataset + StreamingDataLoader"),
     LoaderAdapter("DALI", "nvidia-dali-cuda120", ("nvidia.dali",),
                   _PIP + "nvidia-dali-cuda120 (on a CUDA machine)", _dali, core=False,

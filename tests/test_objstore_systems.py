@@ -1,0 +1,103 @@
+"""MosaicML Streaming, LitData and Ray Data, for real, on the loopback bucket (chapter 14).
+
+``.ci/run`` installs them with ``.ci/install-objstore-systems``. Under ``CI=true`` a system
+that does not run fails its test (the install recipe broke); on a developer's machine without
+them it is skipped with the reason. The one workaround (a torchvision stand-in while
+``import streaming`` runs) has tests that fail when it becomes unnecessary or stops working.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import labkit as lk
+from labkit.studies import objstore_systems as systems
+
+ROWS = np.hstack([np.arange(512, dtype=np.float32)[:, None],
+                  np.random.default_rng(1).random((512, 31), dtype=np.float32)])
+
+
+def need(name: str) -> None:
+    ok, why = systems.probe_system(name)
+    if not ok:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{name} must run in CI: {why}")
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def store():
+    with lk.s3_store() as s:
+        yield s
+
+
+CHILD = """
+import importlib.util, sys
+try:
+    import streaming
+    print("PLAIN-IMPORT-WORKS")
+except Exception as e:
+    print("PLAIN-IMPORT-FAILS", type(e).__name__, e)
+for k in [k for k in sys.modules if k.startswith(("streaming", "torchvision"))]:
+    del sys.modules[k]
+from labkit.studies.objstore_systems import import_streaming
+s = import_streaming()
+left = [k for k in sys.modules if k.startswith("torchvision")]
+print("STAND-IN-WORKS", s.__version__, "LEFT", left, importlib.util.find_spec("torchvision"))
+"""
+
+
+def test_the_torchvision_stand_in_is_still_needed_and_still_works():
+    """The workaround's reason: a plain ``import streaming`` fails on torchvision. When
+    upstream makes torchvision optional (or a torchvision that imports is installed here),
+    this fails: then drop the stand-in (objstore_systems.import_streaming). It also fails
+    when the stand-in stops getting ``import streaming`` through, or leaves torchvision in
+    ``sys.modules`` (kornia, albumentations and datasets would find it)."""
+    need("MosaicML Streaming")
+    out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
+                         timeout=180)
+    assert out.returncode == 0, out.stderr[-800:]
+    assert "PLAIN-IMPORT-FAILS" in out.stdout and "torchvision" in out.stdout, (
+        "`import streaming` works without the stand-in now: remove it "
+        f"(labkit/studies/objstore_systems.py:import_streaming)\n{out.stdout[-500:]}")
+    assert "STAND-IN-WORKS" in out.stdout and "LEFT [] None" in out.stdout, out.stdout[-500:]
+
+
+@pytest.mark.parametrize("name", ["MosaicML Streaming", "LitData"])
+def test_system_streams_from_the_bucket_exactly_once_and_resumes(name, store, tmp_path):
+    need(name)
+    shm = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    run = systems.run_objectstore_system(name, store, ROWS, tmp_path)
+    assert run.samples == len(ROWS) and run.exactly_once and run.resume_exact, run
+    assert run.samples_per_s > 0 and run.first_batch_s > 0
+    if os.path.isdir("/dev/shm"):
+        assert set(os.listdir("/dev/shm")) <= shm, "shared memory left behind"
+
+
+@pytest.mark.slow
+def test_ray_data_reads_parquet_from_the_bucket(store):
+    need("Ray Data")
+    import psutil
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    store.make_bucket("tables")
+    pq.write_table(pa.table({"id": ROWS[:, 0].astype(np.int64), "row": list(ROWS)}),
+                   "tables/rows.parquet", filesystem=store.arrow_filesystem())
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    run = systems.run_objectstore_system("Ray Data", store, ROWS, ".",
+                                         parquet_key="tables/rows.parquet")
+    assert run.samples == len(ROWS) and run.exactly_once and not run.resume_exact
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before
+            and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, f"ray left processes behind: {[p.name() for p in left]}"
+
+
+def test_unknown_system_is_named():
+    with pytest.raises(KeyError, match="no object-store system 'Petastorm'"):
+        systems.run_objectstore_system("Petastorm", None, ROWS, ".")
