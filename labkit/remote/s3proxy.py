@@ -23,7 +23,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import unquote, urlparse
 
-from .server import CHUNK, Fault, Request, _HTTPServer
+from .server import CHUNK, LoopbackService, Request
 
 _S3_CODES = {503: "SlowDown", 500: "InternalError", 403: "AccessDenied", 404: "NoSuchKey",
              429: "SlowDown"}
@@ -44,7 +44,7 @@ def s3_error_xml(code: str, path: str, message: str | None = None) -> bytes:
             f"<RequestId>labkit-fault</RequestId></Error>").encode()
 
 
-class FaultProxy:
+class FaultProxy(LoopbackService):
     """A running proxy; settings can change while it runs (the dashboard does).
 
     Attributes:
@@ -58,19 +58,8 @@ class FaultProxy:
         self.upstream = upstream
         self.access_key = access_key
         self.timeout_s = timeout_s
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._log: list[Request] = []
-        self._in_flight = self._count = 0
-        self._stopping = threading.Event()
-        self.configure(latency_s=latency_s, bandwidth=bandwidth, faults=faults)
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._httpd.daemon_threads = True
-        self.port = self._httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={
-            "poll_interval": 0.05}, name=f"lk.s3proxy:{self.port}", daemon=True)
-        self._thread.start()
+        self.configure(latency_s=latency_s, bandwidth=bandwidth)
+        self._start(_handler_for, faults, "lk.s3proxy")
 
     def configure(self, *, latency_s: float | None = None, bandwidth: float | None | str = "keep",
                   faults=None) -> None:
@@ -85,9 +74,7 @@ class FaultProxy:
                 raise ValueError(f"bandwidth={bandwidth} must be > 0 bytes/s (or None)")
             self.bandwidth = bandwidth
         if faults is not None:
-            with self._lock:
-                self.faults = [f if isinstance(f, Fault) else Fault(**f) for f in faults]
-                self._matched = [0] * len(self.faults)
+            self.set_faults(faults)
 
     def settings(self) -> dict:
         """The settings in force, as recorded with results."""
@@ -96,44 +83,6 @@ class FaultProxy:
                 "faults": [f"{f} on {f.method or 'any'} {f.path or '*'}"
                            + (f" (requests {list(f.nth)})" if f.nth else "")
                            for f in self.faults]}
-
-    def _next(self, path: str, method: str) -> tuple[int, Fault | None]:
-        with self._lock:
-            self._count += 1
-            self._in_flight += 1
-            hit = None
-            for i, f in enumerate(self.faults):
-                if f.matches(path, method):
-                    self._matched[i] += 1
-                    if hit is None and (f.nth is None or self._matched[i] in f.nth):
-                        hit = f
-            return self._count, hit
-
-    def _record(self, req: Request) -> None:
-        with self._lock:
-            self._log.append(req)
-            self._in_flight -= 1
-            self._idle.notify_all()
-
-    @property
-    def log(self) -> list[Request]:
-        """Requests answered so far, in arrival order (waits up to 2 s for those in flight)."""
-        with self._idle:
-            self._idle.wait_for(lambda: self._in_flight == 0, timeout=2.0)
-            return sorted(self._log, key=lambda r: r.n)
-
-    def clear_log(self) -> None:
-        with self._lock:
-            self._log.clear()
-
-    def stop(self) -> None:
-        """Stop serving and close the socket; idempotent."""
-        if self._stopping.is_set():
-            return
-        self._stopping.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
 
 
 def _handler_for(proxy: FaultProxy):

@@ -109,49 +109,33 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None | str:
     return start, stop
 
 
-class Server:
-    """A running loopback server; use as a context manager (see :func:`serve`).
-
-    Attributes:
-        url: the base URL, ``http://127.0.0.1:PORT`` (no trailing slash).
-        log: every request answered so far (:class:`Request`), in arrival order.
+class LoopbackService:
+    """What every loopback server of the kit shares (chapters 06, 07, 14): a thread serving
+    ``127.0.0.1`` on a free port, requests numbered, their fault picked deterministically, and
+    the request log. :class:`Server` (``lk.serve``) and the S3 fault layer derive from it.
     """
 
-    def __init__(self, folder, latency_s: float = 0.0, bandwidth: float | None = None,
-                 faults=(), timeout_s: float = 30.0):
-        self.folder = Path(getattr(folder, "path", folder)).resolve()
-        if not self.folder.is_dir():
-            raise FileNotFoundError(f"{self.folder}: no such folder to serve")
-        if latency_s < 0 or (bandwidth is not None and bandwidth <= 0):
-            raise ValueError(f"latency_s={latency_s} must be >= 0 and bandwidth={bandwidth} > 0")
-        self.latency_s, self.bandwidth = float(latency_s), bandwidth
-        self.faults = [f if isinstance(f, Fault) else Fault(**f) for f in faults]
-        self.timeout_s = timeout_s
+    def _start(self, handler_factory, faults, name: str) -> None:
         self._log: list[Request] = []
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._in_flight = 0
         self._count = 0
-        self._matched = [0] * len(self.faults)
+        self.set_faults(faults)
         self._stopping = threading.Event()
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = _HTTPServer(("127.0.0.1", 0), handler_factory(self))
         self._httpd.daemon_threads = True  # a stuck client never keeps the process alive
         self.port = self._httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={
-            "poll_interval": 0.05}, name=f"lk.serve:{self.port}", daemon=True)
+            "poll_interval": 0.05}, name=f"{name}:{self.port}", daemon=True)
         self._thread.start()
 
-    def url_for(self, name) -> str:
-        """The URL of a file in the folder (a name relative to it, or a path inside it)."""
-        p = Path(name)
-        rel = p.resolve().relative_to(self.folder) if p.is_absolute() else p
-        return f"{self.url}/{quote(rel.as_posix())}"
-
-    def urls(self, pattern: str = "*") -> list[str]:
-        """URLs of the folder's files matching a glob, sorted."""
-        return [self.url_for(p.relative_to(self.folder))
-                for p in sorted(self.folder.glob(pattern)) if p.is_file()]
+    def set_faults(self, faults) -> None:
+        """Replace the fault list (dicts or :class:`Fault`); its counters start again."""
+        faults = [f if isinstance(f, Fault) else Fault(**f) for f in faults]
+        with self._lock:
+            self.faults, self._matched = faults, [0] * len(faults)
 
     def _next(self, path: str, method: str) -> tuple[int, Fault | None]:
         """Number this request and pick the first fault that applies (deterministic)."""
@@ -183,16 +167,10 @@ class Server:
             self._idle.wait_for(lambda: self._in_flight == 0, timeout=2.0)
             return sorted(self._log, key=lambda r: r.n)
 
-    def table(self, last: int | None = None) -> str:
-        """The request log as a fixed-width table (deterministic apart from ``seconds``)."""
-        rows = self.log[-last if last else None:]
-        head = f"{'n':>4}  {'method':<6} {'path':<28} {'range':<18} {'status':>6} " \
-               f"{'bytes':>10}  fault"
-        lines = [head, "-" * len(head)]
-        for r in rows:
-            lines.append(f"{r.n:>4}  {r.method:<6} {r.path:<28} {r.range or '-':<18} "
-                         f"{r.status or '-':>6} {r.bytes_sent:>10}  {r.fault or ''}")
-        return "\n".join(lines)
+    def clear_log(self) -> None:
+        """Forget the requests logged so far (request numbers go on)."""
+        with self._lock:
+            self._log.clear()
 
     def stop(self) -> None:
         """Stop serving and close the socket; idempotent."""
@@ -203,11 +181,53 @@ class Server:
         self._httpd.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> Server:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class Server(LoopbackService):
+    """A running loopback server; use as a context manager (see :func:`serve`).
+
+    Attributes:
+        url: the base URL, ``http://127.0.0.1:PORT`` (no trailing slash).
+        log: every request answered so far (:class:`Request`), in arrival order.
+    """
+
+    def __init__(self, folder, latency_s: float = 0.0, bandwidth: float | None = None,
+                 faults=(), timeout_s: float = 30.0):
+        self.folder = Path(getattr(folder, "path", folder)).resolve()
+        if not self.folder.is_dir():
+            raise FileNotFoundError(f"{self.folder}: no such folder to serve")
+        if latency_s < 0 or (bandwidth is not None and bandwidth <= 0):
+            raise ValueError(f"latency_s={latency_s} must be >= 0 and bandwidth={bandwidth} > 0")
+        self.latency_s, self.bandwidth = float(latency_s), bandwidth
+        self.timeout_s = timeout_s
+        self._start(_handler_for, faults, "lk.serve")
+
+    def url_for(self, name) -> str:
+        """The URL of a file in the folder (a name relative to it, or a path inside it)."""
+        p = Path(name)
+        rel = p.resolve().relative_to(self.folder) if p.is_absolute() else p
+        return f"{self.url}/{quote(rel.as_posix())}"
+
+    def urls(self, pattern: str = "*") -> list[str]:
+        """URLs of the folder's files matching a glob, sorted."""
+        return [self.url_for(p.relative_to(self.folder))
+                for p in sorted(self.folder.glob(pattern)) if p.is_file()]
+
+    def table(self, last: int | None = None) -> str:
+        """The request log as a fixed-width table (deterministic apart from ``seconds``)."""
+        rows = self.log[-last if last else None:]
+        head = f"{'n':>4}  {'method':<6} {'path':<28} {'range':<18} {'status':>6} " \
+               f"{'bytes':>10}  fault"
+        lines = [head, "-" * len(head)]
+        for r in rows:
+            lines.append(f"{r.n:>4}  {r.method:<6} {r.path:<28} {r.range or '-':<18} "
+                         f"{r.status or '-':>6} {r.bytes_sent:>10}  {r.fault or ''}")
+        return "\n".join(lines)
 
     def __repr__(self) -> str:
         return f"<lk.serve {self.folder.name!r} at {self.url}, {len(self.log)} requests>"

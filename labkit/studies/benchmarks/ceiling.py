@@ -1,4 +1,4 @@
-"""What parallelism this machine gives right now (chapters 06, 10: the workers' ceiling).
+"""What parallelism this machine gives right now (chapters 06, 10, 15: the workers' ceiling).
 
 On a machine other programs share, N workers on N cores cannot reach N x one worker: the
 cores are not all free. Before judging a workers' speed-up, the benchmarks measure the
@@ -78,3 +78,57 @@ def busy_verdict(name: str, result: dict, before: dict, after: dict, goal: float
                               f"{before['processes']} processes, the goal needs {goal:g}"
                               + (f" x {per:g}" if per != 1 else ""))
     return out
+
+
+def worker_scaling(dataset, goal: float, num_workers: int | None = None,
+                   batch_size: int = 256, rounds: int = 7) -> dict:
+    """``dataset`` in the main process (one core) against ``num_workers`` persistent workers
+    (default: the usable cores), judged against the ceiling (chapters 10, 15).
+
+    The workers are started and warmed by an untimed pass, so start-up is not in the figure.
+    The two loaders alternate for ``rounds`` interleaved pairs of passes on the wall clock
+    (the workers are other processes); each pair's ``ratio`` is the workers' rate over
+    ``single rate x min(num_workers, cores)``, judged against ``goal`` with its interval,
+    and the machine's parallelism for that many processes, measured before and after, makes
+    the verdict ``inconclusive`` when even the ceiling is below the goal. The rates are
+    samples/s (``single_best``, ``workers_best``).
+    """
+    import torch
+
+    from ...instruments.meter import measure
+    from ...loading.loaders import make_loader, shutdown
+    from ..tuning import usable_cores
+    from .stats import judge
+
+    cores = usable_cores()
+    n = num_workers or cores
+    ideal = min(n, cores)
+    single_loader = make_loader(dataset, batch_size=batch_size)
+    multi_loader = make_loader(dataset, batch_size=batch_size, num_workers=n,
+                               prefetch_factor=4, persistent_workers=True)
+
+    def rate(loader) -> float:
+        # the whole pass: the steady rate skips the first batch's wait, during which warm
+        # workers fill num_workers x prefetch_factor batches, so a short pass read 100x
+        return measure(loader, repeats=1, warmup=0).epoch_samples_per_s
+
+    single, multi = [], []
+    threads = torch.get_num_threads()
+    # One core means one core: workers run torch single-threaded, but the main process's
+    # collate would use the intra-op pool, which on a busy machine waits for its threads.
+    torch.set_num_threads(1)
+    try:
+        rate(multi_loader), rate(single_loader)  # start the workers, import, warm caches
+        before = available_parallelism(ideal)
+        for i in range(rounds):
+            order = ((single_loader, single), (multi_loader, multi))
+            for loader, out in (order if i % 2 == 0 else order[::-1]):
+                out.append(rate(loader))
+        after = available_parallelism(ideal)
+    finally:
+        shutdown(multi_loader)
+        torch.set_num_threads(threads)
+    result = {"cores": cores, "num_workers": n, "batch_size": batch_size, "rounds": rounds,
+              "single_best": max(single), "workers_best": max(multi)}
+    result |= judge("ratio", [m / (s * ideal) for s, m in zip(single, multi, strict=True)], goal)
+    return result | busy_verdict("ratio", result, before, after, goal, per=ideal)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from .ceiling import available_parallelism, busy_verdict
+from .ceiling import worker_scaling
 from .registry import benchmark
-from .stats import judge
 
 GOAL = 0.85
 
@@ -48,54 +47,19 @@ def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | No
     0.75 (ci) / 0.78 (workshop) against 0.97 / 0.87 with 256, measured back to back on a
     quiet machine. Pass ``batch_size=64`` to see it.
     """
-    import torch
-
     from ...data.fixtures import fixture
     from ...images.folder import ImageFolderDataset
-    from ...instruments.meter import measure
-    from ...loading.loaders import make_loader, shutdown
     from ...scale import resolve_scale
-    from ..tuning import usable_cores
 
     fx = fixture("images", resolve_scale(scale), progress=False)
     ds = _Cycle(ImageFolderDataset(fx, decoder=decoder), samples)
-    cores = usable_cores()
-    n = num_workers or cores
-    single_loader = make_loader(ds, batch_size=batch_size)
-    multi_loader = make_loader(ds, batch_size=batch_size, num_workers=n, prefetch_factor=4,
-                               persistent_workers=True)
-
-    def rate(loader) -> float:
-        return measure(loader, repeats=1, warmup=0).best_samples_per_s
-
-    single, multi = [], []
-    threads = torch.get_num_threads()
-    # One core means one core: workers run torch single-threaded, but the main process's
-    # collate would use the intra-op pool, which on a busy machine waits for its threads.
-    torch.set_num_threads(1)
-    try:
-        rate(multi_loader), rate(single_loader)  # start the workers, import, warm caches
-        before = available_parallelism(min(n, cores))
-        for i in range(rounds):
-            if i % 2 == 0:
-                single.append(rate(single_loader))
-                multi.append(rate(multi_loader))
-            else:
-                multi.append(rate(multi_loader))
-                single.append(rate(single_loader))
-        after = available_parallelism(min(n, cores))
-    finally:
-        shutdown(multi_loader)
-        torch.set_num_threads(threads)
-    ideal = min(n, cores)
-    result = {
-        "scale": resolve_scale(scale), "decoder": decoder, "image_size": fx.meta.get("size"),
-        "samples": samples, "batch_size": batch_size, "cores": cores, "num_workers": n,
-        "rounds": rounds, "single_core_samples_per_s": max(single),
-        "workers_samples_per_s": max(multi),
-        "ideal_samples_per_s": max(single) * ideal,
-    }
-    result |= judge("ratio", [m / (s * ideal) for s, m in zip(single, multi, strict=True)], GOAL)
-    result |= busy_verdict("ratio", result, before, after, GOAL, per=ideal)
+    scaling = worker_scaling(ds, GOAL, num_workers, batch_size, rounds)
+    ideal = min(scaling["num_workers"], scaling["cores"])
+    result = {"scale": resolve_scale(scale), "decoder": decoder,
+              "image_size": fx.meta.get("size"), "samples": samples}
+    result |= {k: v for k, v in scaling.items() if k not in ("single_best", "workers_best")}
+    result |= {"single_core_samples_per_s": scaling["single_best"],
+               "workers_samples_per_s": scaling["workers_best"],
+               "ideal_samples_per_s": scaling["single_best"] * ideal}
     return result | {"verdict": result["ratio_verdict"],
                      "goal_met": result["ratio_verdict"] == "pass"}

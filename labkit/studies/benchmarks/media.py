@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .ceiling import available_parallelism, busy_verdict
+from .ceiling import worker_scaling
 from .registry import benchmark
-from .stats import judge, median_interval, paired_trials
+from .stats import median_interval, paired_trials
 
 GOAL = 0.8
 
@@ -32,53 +32,23 @@ def media(scale: str | None = None, backend: str = "torchcodec", num_workers: in
     of a random clip from 10 s-keyframe videos over the same from every-frame-keyframe videos
     (interleaved pairs, median ratio): how much decoding forward from a far keyframe costs.
     """
-    import torch
-
     from ...data.fixtures import fixture
-    from ...instruments.meter import measure
-    from ...loading.loaders import make_loader, shutdown
     from ...media.datasets import ClipDataset
     from ...scale import resolve_scale
-    from ..tuning import usable_cores
 
     scale = resolve_scale(scale)
     fx = fixture("videos", scale, progress=False)
     gops = sorted(fx.meta["gops"])
     ds = ClipDataset(fx, _plan(fx, 25 if 25 in gops else gops[len(gops) // 2], clips, frames,
                                seed=1), backend=backend)
-    cores = usable_cores()
-    n = num_workers or cores
-    single_loader = make_loader(ds, batch_size=batch_size)
-    multi_loader = make_loader(ds, batch_size=batch_size, num_workers=n, prefetch_factor=4,
-                               persistent_workers=True)
-
-    def rate(loader) -> float:
-        return measure(loader, repeats=1, warmup=0).best_samples_per_s
-
-    single, multi = [], []
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one core means one core (see the decode benchmark)
-    try:
-        rate(multi_loader), rate(single_loader)  # start the workers, open every decoder
-        before = available_parallelism(min(n, cores))
-        for i in range(rounds):
-            order = (single_loader, multi_loader) if i % 2 == 0 else (multi_loader,
-                                                                       single_loader)
-            for loader in order:
-                (single if loader is single_loader else multi).append(rate(loader))
-        after = available_parallelism(min(n, cores))
-    finally:
-        shutdown(multi_loader)
-        torch.set_num_threads(threads)
-    ideal = min(n, cores)
-    result = {
-        "scale": scale, "backend": backend, "video_size": fx.meta["sizes"][0],
-        "clip_frames": frames, "clips": len(ds), "batch_size": batch_size, "cores": cores,
-        "num_workers": n, "rounds": rounds, "single_core_clips_per_s": max(single),
-        "workers_clips_per_s": max(multi), "ideal_clips_per_s": max(single) * ideal,
-    }
-    result |= judge("ratio", [m / (s * ideal) for s, m in zip(single, multi, strict=True)], GOAL)
-    result |= busy_verdict("ratio", result, before, after, GOAL, per=ideal)
+    scaling = worker_scaling(ds, GOAL, num_workers, batch_size, rounds)
+    ideal = min(scaling["num_workers"], scaling["cores"])
+    result = {"scale": scale, "backend": backend, "video_size": fx.meta["sizes"][0],
+              "clip_frames": frames, "clips": len(ds)}
+    result |= {k: v for k, v in scaling.items() if k not in ("single_best", "workers_best")}
+    result |= {"single_core_clips_per_s": scaling["single_best"],
+               "workers_clips_per_s": scaling["workers_best"],
+               "ideal_clips_per_s": scaling["single_best"] * ideal}
 
     # a random clip's cost: far keyframes (the largest interval) against every-frame ones
     far, near = (ClipDataset(fx, _plan(fx, g, 12, frames, seed=2), backend=backend)
