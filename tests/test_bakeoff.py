@@ -37,7 +37,7 @@ CORE = lk.loader_names(core_only=True)
 def test_core_loaders_are_the_promised_ones():
     assert CORE == ["torch map-style", "torch IterableDataset", "WebDataset",
                     "HF datasets streaming", "Arrow", "torchdata.nodes", "StatefulDataLoader",
-                    "LMDB", "HDF5"]
+                    "LMDB", "HDF5", "WebDataset over S3"]
     assert all(lk.probe_loader(bakeoff.get_adapter(n))[0] for n in CORE)
 
 
