@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -29,6 +27,7 @@ from .datasets import (
     _HFDecode,
     _sample,
 )
+from .s3row import webdataset_s3
 
 
 @dataclass(frozen=True)
@@ -125,60 +124,6 @@ def _webdataset(data, batch_size, num_workers, decoder, urls=None):
           .map(decode).batched(batch_size, collation_fn=default_collate, partial=True))
     kw = worker_kwargs(num_workers)
     return wds.WebLoader(ds, batch_size=None, num_workers=num_workers, **kw)
-
-
-#: First-byte latency of the bake-off's object store: chapter 14's ci and workshop setting.
-S3_LATENCY_S = 0.02
-
-
-class _StoreBatches:
-    """A loader over the loopback S3 store, which lives as long as this object or its
-    iterators: :meth:`close` (the runner's ``shutdown``), garbage collection or the
-    interpreter's exit stops it, so no server process outlives the row."""
-
-    def __init__(self, store, loader):
-        self.loader = loader
-        self._stop = weakref.finalize(self, _stop_store, store, os.getpid())
-
-    def __iter__(self):  # a generator: it keeps self (and so the store) alive while it runs
-        from ...loading.loaders import shutdown
-
-        it = iter(self.loader)
-        try:
-            yield from it
-        finally:
-            shutdown(it)
-
-    def close(self) -> None:
-        self._stop()
-
-
-def _stop_store(store, owner: int) -> None:
-    if os.getpid() == owner:  # never from a forked worker's copy
-        store.stop()
-
-
-def _webdataset_s3(data, batch_size, num_workers, decoder):
-    """The same tar shards in a bucket of the loopback S3 store (chapter 14), 20 ms before
-    every first byte, read by WebDataset over presigned GET URLs: webdataset's own http
-    opener (curl), no credentials in the workers, the way shards are shared from S3."""
-    import shutil
-
-    from ...remote.objectstore import s3_store
-
-    if shutil.which("curl") is None:
-        raise RuntimeError("webdataset opens http(s) URLs with curl, which is not installed "
-                           "(apt-get install curl)")
-    store = s3_store(latency_s=S3_LATENCY_S)
-    try:
-        keys = store.put_files("bakeoff", ensure_format(data, "tar"))
-        s3 = store.client()
-        urls = [s3.generate_presigned_url("get_object", Params={"Bucket": "bakeoff", "Key": k},
-                                          ExpiresIn=3600) for k in keys]
-        return _StoreBatches(store, _webdataset(data, batch_size, num_workers, decoder, urls))
-    except BaseException:
-        store.stop()
-        raise
 
 
 def _hf_streaming(data, batch_size, num_workers, decoder):
@@ -394,7 +339,7 @@ ADAPTERS: tuple[LoaderAdapter, ...] = (
     LoaderAdapter("HDF5", "h5py", ("h5py",), _PIP + "h5py", _hdf5, fmt="hdf5",
                   note="variable-length uint8 JPEGs, map-style, opened lazily (ch. 12)"),
     LoaderAdapter("WebDataset over S3", "webdataset", ("webdataset", "boto3", "moto"),
-                  _PIP + "webdataset boto3 'moto[s3,server]'", _webdataset_s3, fmt="tar",
+                  _PIP + "webdataset boto3 'moto[s3,server]'", webdataset_s3, fmt="tar",
                   note="the tar shards in the loopback S3 store, 20 ms first byte, presigned "
                        "URLs (ch. 14)"),
     LoaderAdapter("Ray Data", "ray", ("ray", "ray.data"), _PIP + "'ray[data]'", _ray_data,
