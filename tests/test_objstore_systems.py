@@ -101,3 +101,46 @@ def test_ray_data_reads_parquet_from_the_bucket(store):
 def test_unknown_system_is_named():
     with pytest.raises(KeyError, match="no object-store system 'Petastorm'"):
         systems.run_objectstore_system("Petastorm", None, ROWS, ".")
+
+
+class _SlowRay:
+    """A stand-in for ``ray`` whose first start times out after starting a child process."""
+
+    def __init__(self, failures: int, message: str = "The current node timed out during "
+                 "startup. This could happen because ..."):
+        self.failures, self.message = failures, message
+        self.inits = self.shutdowns = 0
+        self.children: list[subprocess.Popen] = []
+
+    def init(self, **kwargs):
+        self.inits += 1
+        if self.inits <= self.failures:
+            self.children.append(subprocess.Popen([sys.executable, "-c",
+                                                   "import time; time.sleep(60)"]))
+            raise Exception(self.message)  # what Ray raises
+
+    def shutdown(self):
+        self.shutdowns += 1
+
+
+def test_a_slow_ray_start_is_stopped_and_tried_once_more():
+    ray = _SlowRay(failures=1)
+    systems._start_ray(ray, num_cpus=1)
+    assert ray.inits == 2 and ray.shutdowns == 1
+    assert ray.children[0].wait(timeout=5) is not None   # the failed start's process stopped
+
+
+def test_a_ray_start_that_keeps_failing_raises_and_leaves_nothing():
+    ray = _SlowRay(failures=5)
+    with pytest.raises(Exception, match="timed out during startup"):
+        systems._start_ray(ray, num_cpus=1)
+    assert ray.inits == 2
+    assert all(p.wait(timeout=5) is not None for p in ray.children)
+
+
+def test_another_ray_start_error_is_not_retried():
+    ray = _SlowRay(failures=1, message="num_cpus must be positive")
+    with pytest.raises(Exception, match="num_cpus"):
+        systems._start_ray(ray, num_cpus=1)
+    assert ray.inits == 1
+    assert ray.children[0].wait(timeout=5) is not None

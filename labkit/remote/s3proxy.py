@@ -23,7 +23,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import unquote, urlparse
 
-from .server import CHUNK, LoopbackService, Request
+from .server import LoopbackService, Request, paced_copy
 
 _S3_CODES = {503: "SlowDown", 500: "InternalError", 403: "AccessDenied", 404: "NoSuchKey",
              429: "SlowDown"}
@@ -198,22 +198,16 @@ def _handler_for(proxy: FaultProxy):
             return resp.status, sent, None
 
         def _stream(self, resp, limit: int | None) -> int:
-            sent, t0 = 0, time.perf_counter()
-            while True:
-                chunk = resp.read(CHUNK if limit is None else min(CHUNK, limit - sent))
-                if not chunk:
-                    break
-                if proxy.bandwidth:  # a chunk leaves when the link would have carried it
-                    due = (sent + len(chunk)) / proxy.bandwidth - (time.perf_counter() - t0)
-                    if not self._wait(due):
-                        break
-                self.wfile.write(chunk)
-                sent += len(chunk)
-                if limit is not None and sent >= limit:
-                    break
+            sent, ok = paced_copy(resp.read, self.wfile.write, proxy.bandwidth, self._wait,
+                                  limit)
+            if not ok:
+                self.close_connection = True
             if limit is not None:
                 resp.read()  # drain the upstream answer so its connection can be reused
-            self.wfile.flush()
+            try:
+                self.wfile.flush()
+            except OSError:
+                self.close_connection = True
             return sent
 
         def _reset(self) -> None:

@@ -109,6 +109,32 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None | str:
     return start, stop
 
 
+def paced_copy(read, write, bandwidth: float | None, wait, limit: int | None = None
+               ) -> tuple[int, bool]:
+    """Copy ``read(n)`` chunks to ``write`` at ``bandwidth`` bytes/s (None: as fast as it goes).
+
+    A chunk leaves when the link would have carried it: ``wait(seconds)`` sleeps, returning
+    False when the service is stopping. Stops at ``limit`` bytes or when ``read`` is dry.
+    Returns ``(bytes written, ok)``; ``ok`` is False when the service stopped or the client
+    hung up (``write`` raised OSError). The file server and the S3 fault layer pace this way.
+    """
+    sent, t0 = 0, time.perf_counter()
+    while limit is None or sent < limit:
+        chunk = read(CHUNK if limit is None else min(CHUNK, limit - sent))
+        if not chunk:
+            break
+        if bandwidth:
+            due = (sent + len(chunk)) / bandwidth - (time.perf_counter() - t0)
+            if not wait(due):
+                return sent, False
+        try:
+            write(chunk)
+        except OSError:  # the client hung up
+            return sent, False
+        sent += len(chunk)
+    return sent, True
+
+
 class LoopbackService:
     """What every loopback server of the kit shares (chapters 06, 07, 14): a thread serving
     ``127.0.0.1`` on a free port, requests numbered, their fault picked deterministically, and
@@ -327,24 +353,11 @@ def _handler_for(server: Server):
             return status, sent, None
 
         def _send_file(self, file: Path, start: int, limit: int) -> int:
-            sent, t0 = 0, time.perf_counter()
             with open(file, "rb") as f:
                 f.seek(start)
-                while sent < limit:
-                    chunk = f.read(min(CHUNK, limit - sent))
-                    if not chunk:
-                        break
-                    if server.bandwidth:  # a chunk leaves when the link would have carried it
-                        due = (sent + len(chunk)) / server.bandwidth - (time.perf_counter() - t0)
-                        if not self._wait(due):
-                            break
-                    try:
-                        self.wfile.write(chunk)
-                    except OSError:  # the client hung up
-                        self.close_connection = True
-                        break
-                    sent += len(chunk)
-            if sent < limit:
+                sent, ok = paced_copy(f.read, self.wfile.write, server.bandwidth, self._wait,
+                                      limit)
+            if not ok or sent < limit:
                 self.close_connection = True
             try:
                 self.wfile.flush()

@@ -179,6 +179,25 @@ def _ids(b) -> list[int]:
     return [int(i) for i in np.asarray(x).reshape(-1)]
 
 
+def _resume_trial(first, make_second, batches: int, drain: bool
+                  ) -> tuple[list[int], list[int]]:
+    """Stop ``first`` after ``batches`` batches, restore its ``state_dict`` in a fresh loader
+    (``make_second()``, made once ``first`` is drained or dropped): the ids delivered before
+    the stop, and the ids the restored loader delivers. Exact resume: their sum is the epoch.
+    """
+    it, head = iter(first), []
+    for _ in range(batches):
+        head.extend(_ids(next(it)))
+    state = first.state_dict()
+    if drain:
+        for _ in it:
+            pass
+    del it
+    second = make_second()
+    second.load_state_dict(state)
+    return head, [i for batch in second for i in _ids(batch)]
+
+
 def run_mosaic(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> SystemRun:
     """MDS shards written locally, put in the bucket, streamed with ``remote=s3://...``."""
     streaming = import_streaming()
@@ -199,17 +218,10 @@ def run_mosaic(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sys
     def epochs():
         ids, secs, first = _epoch(loader(work / "mds-cache"), _ids)
         rss = _rss_mib()
-        # resume: stop after k batches, restore the loader's state in a fresh one
-        a = loader(work / "mds-cache-2")
-        it, head = iter(a), []
-        for _ in range(len(ids) // batch_size // 2):
-            head.extend(_ids(next(it)))
-        state = a.state_dict()
-        for _ in it:   # drain: its download threads must end while the credentials are set
-            pass
-        b = loader(work / "mds-cache-3")
-        b.load_state_dict(state)
-        tail = [i for batch in b for i in _ids(batch)]
+        # resume: its download threads must end while the credentials are set, so drain
+        head, tail = _resume_trial(loader(work / "mds-cache-2"),
+                                   lambda: loader(work / "mds-cache-3"),
+                                   len(ids) // batch_size // 2, drain=True)
         return ids, secs, first, rss, head, tail
 
     shm = Path("/dev/shm")
@@ -256,15 +268,9 @@ def run_litdata(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sy
 
     ids, secs, first = _epoch(loader(work / "ld-cache"), _ids)
     rss = _rss_mib()
-    a = loader(work / "ld-cache-2")
-    it, head = iter(a), []
-    for _ in range(len(ids) // batch_size // 2):
-        head.extend(_ids(next(it)))
-    state = a.state_dict()
-    del it
-    b = loader(work / "ld-cache-2")   # a restart in the same place (litdata checks)
-    b.load_state_dict(state)
-    tail = [i for batch in b for i in _ids(batch)]
+    # a restart in the same place (litdata checks that the cache matches the state)
+    head, tail = _resume_trial(loader(work / "ld-cache-2"), lambda: loader(work / "ld-cache-2"),
+                               len(ids) // batch_size // 2, drain=False)
     return SystemRun("LitData", ld.__version__, len(ids), len(ids) / secs, first,
                      sorted(ids) == list(range(len(rows))), head + tail == ids, rss,
                      "resume: StreamingDataLoader.state_dict")
@@ -272,6 +278,32 @@ def run_litdata(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sy
 
 def _litdata_item(row):
     return {"id": int(row[0]), "row": np.asarray(row, dtype=np.float32)}
+
+
+def _start_ray(ray, num_cpus: int, tries: int = 2) -> None:
+    """``ray.init`` for one local node, tried again once if the node is slow to register.
+
+    Ray waits a fixed 30 s for its raylet to register with its GCS; on a 2-core machine
+    under load that start-up alone can take longer. A failed start is shut down (its
+    processes stopped: Ray forgets a node whose start failed, so ``ray.shutdown`` would not)
+    before the next try, and the last failure is raised.
+    """
+    import psutil
+
+    from ..loading.processes import stop_processes
+
+    me = psutil.Process()
+    for attempt in range(1, tries + 1):
+        before = {p.pid for p in me.children(recursive=True)}
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False, _temp_dir=None)
+            return
+        except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception for this
+            ray.shutdown()
+            stop_processes([p for p in me.children(recursive=True) if p.pid not in before])
+            if attempt == tries or "timed out during startup" not in str(e):
+                raise
 
 
 def run_ray(store, parquet_key: str, samples: int, batch_size: int = 64,
@@ -287,11 +319,10 @@ def run_ray(store, parquet_key: str, samples: int, batch_size: int = 64,
 
     logging.getLogger("ray").setLevel(logging.WARNING)   # its progress log, line by line
     started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False, _temp_dir=None)
-    ray.data.DataContext.get_current().enable_progress_bars = False
     try:
+        if started:
+            _start_ray(ray, num_cpus)
+        ray.data.DataContext.get_current().enable_progress_bars = False
         ds = ray.data.read_parquet(f"s3://{parquet_key}", filesystem=store.arrow_filesystem())
         ids, secs, first = _epoch(ds.iter_torch_batches(batch_size=batch_size), _ids)
         rss = _rss_mib()
