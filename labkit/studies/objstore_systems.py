@@ -198,6 +198,36 @@ def _resume_trial(first, make_second, batches: int, drain: bool
     return head, [i for batch in second for i in _ids(batch)]
 
 
+class MosaicShm:
+    """MosaicML Streaming's shared-memory blocks made from now on, removed by :meth:`release`.
+
+    Mosaic unlinks its blocks only at interpreter exit (atexit; a later unlink of a gone
+    block is ignored there), so a notebook or test session would keep every run's blocks in
+    /dev/shm until it ends. Chapter 14's runner and the bake-off's Mosaic row release theirs
+    as soon as the run is over.
+    """
+
+    _SHM = Path("/dev/shm")
+    _NAME = re.compile(r"\d{6}_[a-z_]+")   # Mosaic's block names: prefix _ purpose
+
+    def __init__(self):
+        self.before = self._names()
+
+    def _names(self) -> set[str]:
+        return set(os.listdir(self._SHM)) if self._SHM.is_dir() else set()
+
+    def release(self) -> None:
+        from multiprocessing import resource_tracker
+
+        gc.collect()   # Mosaic's own handles on them close with their dataset
+        for name in self._names() - self.before:
+            if self._NAME.fullmatch(name):
+                (self._SHM / name).unlink(missing_ok=True)
+                # it was registered when Mosaic made it; unregistered, the tracker does not
+                # unlink it again at exit and warn that it is gone
+                resource_tracker.unregister(f"/{name}", "shared_memory")
+
+
 def run_mosaic(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> SystemRun:
     """MDS shards written locally, put in the bucket, streamed with ``remote=s3://...``."""
     streaming = import_streaming()
@@ -224,18 +254,12 @@ def run_mosaic(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sys
                                    len(ids) // batch_size // 2, drain=True)
         return ids, secs, first, rss, head, tail
 
-    shm = Path("/dev/shm")
-    before = set(os.listdir(shm)) if shm.is_dir() else set()
+    shm = MosaicShm()
     with _env(S3_ENDPOINT_URL=store.endpoint_url, **_creds(store)):
         try:
             ids, secs, first, rss, head, tail = epochs()
         finally:
-            # Mosaic unlinks its shared memory only at interpreter exit (atexit; a later
-            # unlink of a gone block is ignored there): remove the blocks this run made now
-            gc.collect()
-            for name in (set(os.listdir(shm)) - before) if shm.is_dir() else ():
-                if re.fullmatch(r"\d{6}_[a-z_]+", name):
-                    (shm / name).unlink(missing_ok=True)
+            shm.release()
     return SystemRun("MosaicML Streaming", streaming.__version__, len(ids), len(ids) / secs,
                      first, sorted(ids) == list(range(len(rows))),
                      head + tail == ids, rss,
@@ -280,8 +304,9 @@ def _litdata_item(row):
     return {"id": int(row[0]), "row": np.asarray(row, dtype=np.float32)}
 
 
-def _start_ray(ray, num_cpus: int, tries: int = 2) -> None:
-    """``ray.init`` for one local node, tried again once if the node is slow to register.
+def start_ray(ray, num_cpus: int, tries: int = 2) -> None:
+    """``ray.init`` for one local node, tried again once if the node is slow to register
+    (chapter 14's runner and the bake-off's Ray row start Ray this way).
 
     Ray waits a fixed 30 s for its raylet to register with its GCS; on a 2-core machine
     under load that start-up alone can take longer. A failed start is shut down (its
@@ -321,7 +346,7 @@ def run_ray(store, parquet_key: str, samples: int, batch_size: int = 64,
     started = not ray.is_initialized()
     try:
         if started:
-            _start_ray(ray, num_cpus)
+            start_ray(ray, num_cpus)
         ray.data.DataContext.get_current().enable_progress_bars = False
         ds = ray.data.read_parquet(f"s3://{parquet_key}", filesystem=store.arrow_filesystem())
         ids, secs, first = _epoch(ds.iter_torch_batches(batch_size=batch_size), _ids)

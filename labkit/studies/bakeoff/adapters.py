@@ -9,11 +9,9 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch.utils.data import Subset, default_collate
 
-from ...images.decode import decode_jpeg
 from ...images.folder import ImageFolderDataset
 from ...loading.loaders import make_loader, worker_kwargs
 from .data import BakeoffData, ensure_format
@@ -22,12 +20,11 @@ from .datasets import (
     Hdf5Images,
     LmdbImages,
     TarImageStream,
-    _DecodeCollate,
-    _DecodeItem,
     _HFDecode,
     _sample,
 )
 from .s3row import webdataset_s3
+from .systemrows import _import_streaming, _litdata, _mosaic_streaming, _ray_data
 
 
 @dataclass(frozen=True)
@@ -54,6 +51,8 @@ class LoaderAdapter:
     # start-up over a ci-scale chapter's budget (Ray's ~20-80 s on 2 busy cores): skipped at
     # ci, with the reason; tests/test_objstore_systems.py runs these in CI (chapter 14)
     slow_start: bool = False
+    # (module name) -> imports it; None: importlib.import_module (MosaicML needs its own)
+    importer: Callable[[str], object] | None = None
 
 
 def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
@@ -73,12 +72,7 @@ def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
             return False, f"{adapter.dist} is not installed ({mod} not found); {hint}"
     for mod in adapter.modules:
         try:
-            if mod == "streaming":  # MosaicML: past its torchvision import (chapter 14)
-                from ..objstore_systems import import_streaming
-
-                import_streaming()
-            else:
-                importlib.import_module(mod)
+            (adapter.importer or importlib.import_module)(mod)
         except Exception as e:  # noqa: BLE001 - a mismatched build raises anything
             return False, (f"{adapter.dist} does not import here ({type(e).__name__}: "
                            f"{str(e)[:100]}); {blocked or adapter.install}")
@@ -172,68 +166,6 @@ def _lmdb(data, batch_size, num_workers, decoder):
 def _hdf5(data, batch_size, num_workers, decoder):
     ds = Hdf5Images(ensure_format(data, "hdf5"), decoder)
     return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
-
-
-class _RayBatches:
-    """Re-iterable over a Ray dataset: each pass is one ``iter_torch_batches``."""
-
-    def __init__(self, ds, batch_size, started_ray: bool):
-        self.ds, self.batch_size, self.started_ray = ds, batch_size, started_ray
-
-    def __iter__(self):
-        for b in self.ds.iter_torch_batches(batch_size=self.batch_size):
-            yield {"image": b["image"], "label": b["label"], "id": b["id"]}
-
-    def close(self) -> None:
-        """Stop the Ray processes this adapter started (``lk.shutdown`` calls it)."""
-        if self.started_ray:
-            import ray
-
-            ray.shutdown()
-            self.started_ray = False
-
-
-def _ray_data(data, batch_size, num_workers, decoder):
-    import ray
-
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=max(1, num_workers), include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-
-    def decode(batch):
-        imgs = [decode_jpeg(bytes(j), decoder).transpose(2, 0, 1) for j in batch["jpg"]]
-        return {"image": np.stack(imgs), "label": batch["label"].astype(np.int64),
-                "id": batch["id"].astype(np.int64)}
-
-    files = [str(p) for p in ensure_format(data, "parquet")]
-    ds = ray.data.read_parquet(files).map_batches(decode, batch_format="numpy")
-    return _RayBatches(ds, batch_size, started)
-
-
-def _mosaic_streaming(data, batch_size, num_workers, decoder):
-    from ..objstore_systems import import_streaming
-
-    StreamingDataset = import_streaming().StreamingDataset  # noqa: N806 - a class
-
-    folder = ensure_format(data, "mds")
-    # a StreamingDataset is iterated (it splits samples over ranks and workers itself);
-    # decoding happens in the collate, which runs in the workers
-    ds = StreamingDataset(local=str(folder), shuffle=False, batch_size=batch_size)
-    return make_loader(ds, batch_size=batch_size, num_workers=num_workers,
-                       collate_fn=_DecodeCollate(decoder))
-
-
-def _litdata(data, batch_size, num_workers, decoder):
-    import litdata
-
-    folder = ensure_format(data, "litdata")
-    # StreamingDataLoader takes only litdata's own datasets: decode through its transform
-    ds = litdata.StreamingDataset(input_dir=str(folder), shuffle=False,
-                                  transform=_DecodeItem(decoder))
-    kw = worker_kwargs(num_workers)
-    return litdata.StreamingDataLoader(ds, batch_size=batch_size, num_workers=num_workers, **kw)
 
 
 class _PetastormBatches:
@@ -347,7 +279,7 @@ ADAPTERS: tuple[LoaderAdapter, ...] = (
                   note="read_parquet + map_batches + iter_torch_batches"),
     LoaderAdapter("MosaicML Streaming", "mosaicml-streaming", ("streaming",),
                   _PIP + "mosaicml-streaming", _mosaic_streaming, fmt="mds", core=False,
-                  slow_start=True,
+                  slow_start=True, importer=_import_streaming,
                   note="MDS shards + StreamingDataset + DataLoader"),
     LoaderAdapter("LitData", "litdata", ("litdata",), _PIP + "litdata", _litdata,
                   fmt="litdata", core=False, slow_start=True,
