@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -378,10 +379,13 @@ class _Item:
         self.markers.append(marker)
 
 
-def test_chapter_15_skips_without_ffmpeg_but_not_under_ci(monkeypatch, tmp_path):
-    import conftest
-
+def test_chapter_15_skips_without_ffmpeg_but_not_under_ci(monkeypatch, tmp_path, pytestconfig):
     from labkit.media import backends
+
+    # tests/conftest.py as pytest loaded it (``import conftest`` may find notebooks' one)
+    mine = Path(__file__).with_name("conftest.py")
+    conftest = next(p for p in pytestconfig.pluginmanager.get_plugins()
+                    if Path(getattr(p, "__file__", None) or "/").resolve() == mine.resolve())
 
     monkeypatch.setattr(backends, "ffmpeg_status", lambda: (False, "no FFmpeg: apt-get ..."))
     items = [_Item(tmp_path / "15_video_and_audio.ipynb"), _Item(tmp_path / "01_x.ipynb")]
