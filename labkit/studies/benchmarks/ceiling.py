@@ -72,12 +72,21 @@ def busy_verdict(name: str, result: dict, before: dict, after: dict, goal: float
     mid = statistics.median([before["parallelism"], after["parallelism"]]) / per
     out = {f"{name}_ceiling": mid, f"{name}_ceiling_range": [lo, hi],
            f"{name}_of_ceiling": result[name] / mid}
-    if result[f"{name}_verdict"] != "pass" and hi < goal:
-        out[f"{name}_verdict"] = "inconclusive"
-        out[f"{name}_why"] = (f"machine busy: {per * hi:.2f}x parallelism at most for "
-                              f"{before['processes']} processes, the goal needs {goal:g}"
-                              + (f" x {per:g}" if per != 1 else ""))
-    return out
+    return out | capped_verdict(
+        name, result, hi, goal, f"machine busy: {per * hi:.2f}x parallelism at most for "
+        f"{before['processes']} processes, the goal needs {goal:g}"
+        + (f" x {per:g}" if per != 1 else ""))
+
+
+def capped_verdict(name: str, result: dict, cap: float, goal: float, why: str) -> dict:
+    """``NAME_verdict: inconclusive`` and ``NAME_why: why`` when ``result``'s NAME was not a
+    pass and ``cap``, the best figure the machine or the setup allows, is below ``goal``
+    (the benchmark cannot judge the loader there); ``{}`` otherwise. The worker benchmarks'
+    cap is the measured parallelism, the object-store benchmark's the one unhidden latency.
+    """
+    if result[f"{name}_verdict"] != "pass" and cap < goal:
+        return {f"{name}_verdict": "inconclusive", f"{name}_why": why}
+    return {}
 
 
 def worker_scaling(dataset, goal: float, num_workers: int | None = None,
