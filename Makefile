@@ -14,7 +14,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab run test bench clean-venv
+.PHONY: setup lab run test test-start-methods bench clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,15 @@ run: setup  ## the main job headless: every chapter executed, records written
 
 test: setup  ## unit, contract and bad-input tests, then every notebook through nbval at ci scale
 	LABKIT_SCALE=ci $(BIN)/python -m pytest
+
+# Every chapter again with multiprocessing's default start method forced to spawn (macOS,
+# Windows) and to forkserver (Linux from Python 3.14): tests/startmethod/sitecustomize.py.
+test-start-methods: setup
+	@for m in spawn forkserver; do \
+	  echo "--- notebooks with the default start method forced to $$m ---"; \
+	  LABKIT_SCALE=ci LABKIT_START_METHOD=$$m PYTHONPATH="$(CURDIR)/tests/startmethod$${PYTHONPATH:+:$$PYTHONPATH}" \
+	    $(BIN)/python -m pytest notebooks -p no:cacheprovider -q || exit 1; \
+	done
 
 bench: setup
 	$(BIN)/labkit bench meter-overhead
