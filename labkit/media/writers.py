@@ -33,7 +33,12 @@ def encode_video(path_or_file, frames: int, width: int, height: int, fps: int, g
     """Write ``frames`` synthetic frames as H.264 (yuv420p) in mp4, a keyframe every ``gop``.
 
     ``scenecut=0`` and ``min-keyint=gop`` keep x264 from adding keyframes of its own, so the
-    keyframe interval is exactly what the chapter says it is.
+    keyframe interval is exactly what the chapter says it is. ``no-mbtree``: with x264's
+    macroblock-tree rate control on, one thread, the same frames and settings gave different
+    bytes in about one process in three here (P/B-frame videos only; intra-only ones always
+    matched), and always the same bytes once address layout and hash seed were fixed
+    (``setarch -R``, ``PYTHONHASHSEED=0``): the encoder reads memory whose contents depend on
+    the process. Without mbtree, 20 of 20 processes gave the same bytes (issue 22).
     """
     import av
 
@@ -44,7 +49,7 @@ def encode_video(path_or_file, frames: int, width: int, height: int, fps: int, g
         st.width, st.height, st.pix_fmt = width, height, "yuv420p"
         st.codec_context.gop_size = gop
         st.options = {"crf": str(crf), "preset": "fast", "threads": "1",
-                      "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0"}
+                      "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:mbtree=0"}
         tb = Fraction(1, fps)
         for i in range(frames):
             vf = av.VideoFrame.from_ndarray(synth_frame(i, height, width, seed), format="rgb24")
