@@ -22,7 +22,7 @@ def labkit(*args, env=None, timeout=300):
     A subprocess per call re-imported torch each time (seconds apiece under load); the real
     entry point is still run as a subprocess once, by :func:`test_the_entry_point_runs`.
     """
-    from labkit import cli
+    from labkit.tools import cli
 
     out, err = io.StringIO(), io.StringIO()
     with mock.patch.dict(os.environ, env or {}), contextlib.redirect_stdout(out), \
@@ -122,7 +122,7 @@ RUN_CHAPTERS = ["00", "05"]  # two of the quickest chapters that record figures
 
 
 def test_run_without_names_means_every_chapter():
-    from labkit.records.runner import resolve_notebooks
+    from labkit.tools.runner import resolve_notebooks
 
     every = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert [p.resolve() for p in resolve_notebooks(None)] == [p.resolve() for p in every]
@@ -201,7 +201,7 @@ def test_run_of_an_unknown_notebook_lists_the_chapters():
 
 def test_lab_starts_this_interpreters_jupyterlab_with_fixtures_ready(monkeypatch, capsys):
     """`make lab` runs .venv/bin/labkit without activating the venv: no PATH lookups."""
-    from labkit import cli
+    from labkit.tools import cli
 
     calls = []
     monkeypatch.setattr(cli.os, "execv", lambda exe, argv: calls.append((exe, argv)))
@@ -232,7 +232,7 @@ def test_bench_mmap_json_prints_the_ratio():
 
 
 def test_bench_mmap_runs_tiny():
-    from labkit.studies.bench import run_benchmark
+    from labkit.tools.bench import run_benchmark
 
     out = run_benchmark("mmap", mib=2, batch_kib=64, pairs=3)
     assert out["ratio"] > 0 and isinstance(out["goal_met"], bool)

@@ -1,4 +1,4 @@
-"""labkit.records.report: comparing checkpoint records across runs and machines (chapter 00)."""
+"""labkit.tools.report: comparing checkpoint records across runs and machines (chapter 00)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 from labkit.errors import LabkitError, RecordError
-from labkit.records import render, report
 from labkit.records.checkpoint import Checkpoint
+from labkit.tools import render, report
 
 
 @pytest.fixture

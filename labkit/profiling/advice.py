@@ -46,7 +46,7 @@ def suggest_knobs(bound, loader_bps, one_bps, step_bps, cpu_share, hs, cores, nw
     ``one_bps``: one process's batches/s (num_workers=0); ``nw``: the loader's num_workers
     (None: not a DataLoader); ``hs``: the data path's hotspots; ``p99``: a slow batch (s).
     """
-    from ..studies.tuning import suggest_loader
+    from ..instruments.tuning import suggest_loader
 
     top = (f"the data path's top hotspot is {hs[0].name} ({hs[0].where}, {hs[0].share:.0%} "
            "of its time)") if hs else "no hotspot stands out"

@@ -113,9 +113,9 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
 
     from ..instruments.measurement import rate
     from ..instruments.meter import measure, simulated_step
+    from ..instruments.tuning import usable_cores
     from ..loading.loaders import shutdown, worker_processes
     from ..loading.processes import stop_processes
-    from ..studies.tuning import usable_cores
     from .hotspots import profile_in_process
     from .rebuild import rebuild_loader
 

@@ -155,7 +155,7 @@ def decision_table(records=None, *, records_dir=None, scale: str | None = None) 
     """
     if records is None:
         from .. import paths
-        from .report import load_records
+        from ..tools.report import load_records
 
         try:
             records = load_records(Path(records_dir) if records_dir else paths.records_dir())

@@ -34,7 +34,7 @@ class BakeoffResult:
 
     @property
     def samples_per_s(self) -> float | None:
-        from ..capstone import epoch_rate
+        from ..pipeline import epoch_rate
 
         return epoch_rate(self.measurement) if self.measurement else None
 
@@ -55,7 +55,7 @@ class BakeoffResult:
 
 def _run_one(name: str, label: str, data: BakeoffData, step: Callable, batch_size: int,
              num_workers: int, decoder: str, repeats: int, warmup: int) -> BakeoffResult:
-    from ..capstone import measure_audited
+    from ..pipeline import measure_audited
 
     a = get_adapter(name)
     ok, why = probe_loader(a)

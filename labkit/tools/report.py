@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import LabkitError, RecordError
-from .checkpoint import format_config, format_value, read_checkpoint
-from .machine import gpu_line, human_bytes
+from ..records.checkpoint import format_config, format_value, read_checkpoint
+from ..records.machine import gpu_line, human_bytes
 
 _FIXED = ("chapter", "name", "unit", "config")
 FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}

@@ -14,9 +14,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..instruments.audits import _ids
 from ..loading.loaders import shutdown
 from ..records.checkpoint import observation_name
+from .audits import _ids
 
 
 def default_ids(batch) -> list[int]:

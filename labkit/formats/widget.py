@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from ..formats.breakeven import BreakEven
-from .figures import agg_figure, png_bytes
+from ..display.figures import agg_figure, png_bytes
+from .breakeven import BreakEven
 
 
 class BreakEvenWidget:

@@ -44,7 +44,7 @@ def webdataset_s3(data, batch_size, num_workers, decoder):
     opener (curl), no credentials in the workers, the way shards are shared from S3."""
     import shutil
 
-    from ...remote.objectstore import s3_store
+    from ...objstore.store import s3_store
     from .adapters import _webdataset
 
     if shutil.which("curl") is None:

@@ -48,7 +48,7 @@ def _real_torchvision() -> bool:
 def _stand_in_torchvision() -> dict[str, types.ModuleType]:
     """The names ``streaming.vision`` takes from torchvision at import, unusable on purpose."""
     def unavailable(*args, **kwargs):
-        raise RuntimeError("torchvision is a stand-in here (labkit.studies.objstore_systems): "
+        raise RuntimeError("torchvision is a stand-in here (labkit.objstore.systems): "
                            "MosaicML Streaming's vision datasets need a real torchvision")
 
     root = types.ModuleType("torchvision")

@@ -2,7 +2,7 @@
 
 :func:`s3_store` starts moto's S3 server (a real S3 API: buckets, ``ListObjectsV2``, range
 GETs, multipart) in a child process bound to ``127.0.0.1``, puts a
-:class:`~labkit.remote.s3proxy.FaultProxy` in front of it (latency, bandwidth, faults) and
+:class:`~labkit.objstore.s3proxy.FaultProxy` in front of it (latency, bandwidth, faults) and
 hands out clients pointed at the proxy: boto3 (:meth:`ObjectStore.client`), fsspec/s3fs
 (:meth:`ObjectStore.storage_options`, the same dict ``datasets`` and webdataset take) and
 pyarrow (:meth:`ObjectStore.arrow_filesystem`). ``stop()`` (or leaving the ``with`` block)
@@ -36,7 +36,7 @@ class ObjectStore:
     Attributes:
         endpoint_url: the proxy's URL, what every client is given.
         direct_url: moto's own URL, with no latency and no faults (for baselines).
-        proxy: the :class:`~labkit.remote.s3proxy.FaultProxy` (its ``log``, ``configure``).
+        proxy: the :class:`~labkit.objstore.s3proxy.FaultProxy` (its ``log``, ``configure``).
     """
 
     def __init__(self, *, latency_s: float = 0.0, bandwidth: float | None = None, faults=(),

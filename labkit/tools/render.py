@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import LabkitError
-from .checkpoint import format_config
+from ..records.checkpoint import format_config
 from .report import (
     FAR,
     FORMATS,

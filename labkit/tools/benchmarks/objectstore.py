@@ -37,9 +37,9 @@ def objectstore_bench(scale: str | None = None, pairs: int = 7, in_flight: int =
 
     from ...data.datasets import open_array
     from ...data.fixtures import fixture
-    from ...remote.objectstore import s3_store
+    from ...objstore.s3shards import timed_gets, write_s3_shards
+    from ...objstore.store import s3_store
     from ...scale import resolve_scale
-    from ...streams.s3shards import timed_gets, write_s3_shards
     from .stats import paired_trials
 
     scale = resolve_scale(scale)

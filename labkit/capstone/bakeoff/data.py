@@ -128,7 +128,7 @@ def _write_litdata(data: BakeoffData) -> Path:
 
 def _write_lmdb(data: BakeoffData) -> Path:
     """One LMDB environment (chapter 12): key ``sample_key(k)`` -> id and label (two
-    little-endian int64, :data:`~labkit.studies.bakeoff.datasets.LMDB_HEAD`), then the JPEG."""
+    little-endian int64, :data:`~labkit.capstone.bakeoff.datasets.LMDB_HEAD`), then the JPEG."""
     import lmdb
 
     from ...formats.lmdbrows import sample_key

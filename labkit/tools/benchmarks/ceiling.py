@@ -105,8 +105,8 @@ def worker_scaling(dataset, goal: float, num_workers: int | None = None,
     import torch
 
     from ...instruments.meter import measure
+    from ...instruments.tuning import usable_cores
     from ...loading.loaders import make_loader, shutdown
-    from ..tuning import usable_cores
     from .stats import judge
 
     cores = usable_cores()

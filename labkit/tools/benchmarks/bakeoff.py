@@ -25,12 +25,12 @@ def bakeoff_bench(scale: str | None = None, samples: int | None = 2000, num_work
 
     import torch
 
+    from ...capstone.bakeoff.data import cleanup_bakeoff, prepare_bakeoff
+    from ...capstone.bakeoff.runner import AGAIN, run_bakeoff
+    from ...capstone.pipeline import image_train_step
     from ...data.fixtures import fixture
     from ...records.machine import versions
     from ...scale import resolve_scale
-    from ..bakeoff.data import cleanup_bakeoff, prepare_bakeoff
-    from ..bakeoff.runner import AGAIN, run_bakeoff
-    from ..capstone import image_train_step
 
     scale = resolve_scale(scale)
     images = fixture("images", scale, progress=False)

@@ -1,7 +1,7 @@
 """The fault and latency layer in front of the loopback S3 store (chapter 14).
 
 :class:`FaultProxy` listens on ``127.0.0.1`` and forwards every request, unchanged, to the S3
-server behind it (moto's, see :mod:`labkit.remote.objectstore`), then delays, paces or breaks
+server behind it (moto's, see :mod:`labkit.objstore.store`), then delays, paces or breaks
 the answer the way a far, busy object store does: ``latency_s`` before the first byte,
 ``bandwidth`` bytes/s per connection, and the :class:`~labkit.remote.server.Fault` s of
 ``lk.serve`` (chapter 06) spoken in S3's dialect: a ``status`` fault answers S3's XML error
@@ -23,7 +23,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import unquote, urlparse
 
-from .server import LoopbackService, Request, paced_copy
+from ..remote.server import LoopbackService, Request, paced_copy
 
 _S3_CODES = {503: "SlowDown", 500: "InternalError", 403: "AccessDenied", 404: "NoSuchKey",
              429: "SlowDown"}

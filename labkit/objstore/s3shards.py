@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..errors import DataFormatError
-from .split import SplitStream
+from ..streams.split import SplitStream
 
 
 def shard_efficiency(shard_bytes, latency_s: float, bytes_per_s: float):
@@ -190,7 +190,7 @@ class S3ShardStream(SplitStream):
         on_error: ``"raise"`` (a bad object fails naming ``s3://bucket/key``) or ``"skip"``
             (its samples are dropped, the key counted in ``skipped``).
         body_retries: GETs tried again when the body breaks after the headers.
-        client: keyword arguments for :func:`~labkit.remote.objectstore.s3_client`
+        client: keyword arguments for :func:`~labkit.objstore.store.s3_client`
             (``retries``, ``max_attempts``, ``read_timeout``, credentials).
     """
 
@@ -222,7 +222,7 @@ class S3ShardStream(SplitStream):
 
     def client(self):
         if self._client is None or self._pid != os.getpid():
-            from ..remote.objectstore import s3_client
+            from .store import s3_client
 
             self._client, self._pid = s3_client(self.endpoint_url, **self.client_kwargs), \
                 os.getpid()

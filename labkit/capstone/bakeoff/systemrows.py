@@ -2,7 +2,7 @@
 
 Each reads the bake-off's images in its own format from local disk, decoding with the same
 decoder as every other row (chapter 16); chapter 14 runs the same systems against the
-loopback bucket (``studies/objstore_systems.py``). Each row's ``close`` (the runner's
+loopback bucket (``objstore/systems.py``). Each row's ``close`` (the runner's
 ``shutdown``) releases what the system holds beyond its workers: Ray's processes, Mosaic's
 shared memory.
 """
@@ -39,7 +39,7 @@ class _RayBatches:
 def _ray_data(data, batch_size, num_workers, decoder):
     import ray
 
-    from ..objstore_systems import start_ray
+    from ...objstore.systems import start_ray
 
     started = not ray.is_initialized()
     if started:
@@ -58,13 +58,13 @@ def _ray_data(data, batch_size, num_workers, decoder):
 
 def _import_streaming(mod: str):
     """MosaicML's import, past its torchvision import (chapter 14's one workaround)."""
-    from ..objstore_systems import import_streaming
+    from ...objstore.systems import import_streaming
 
     return import_streaming()
 
 
 def _mosaic_streaming(data, batch_size, num_workers, decoder):
-    from ..objstore_systems import MosaicShm, import_streaming
+    from ...objstore.systems import MosaicShm, import_streaming
 
     StreamingDataset = import_streaming().StreamingDataset  # noqa: N806 - a class
 

@@ -78,9 +78,9 @@ def webdataset_bench(scale: str | None = None, pairs: int = 15, worker_pairs: in
     the machine's, and the verdict says ``inconclusive``.
     """
     from ...data.fixtures import fixture
+    from ...instruments.tuning import usable_cores
     from ...loading.loaders import shutdown
     from ...scale import resolve_scale
-    from ..tuning import usable_cores
 
     scale = resolve_scale(scale)
     fx = fixture("wds", scale, progress=False)

@@ -232,7 +232,7 @@ def run_tuning(steps: list[TuningStep], images, packed, step: Callable, *,
     pairs of whole passes with that configuration (so drift in the machine's load hits both
     alike; no warm-up: the first step warmed the cache and imports); its ``gain`` is the
     median of the paired ratios, with the sign-test interval of
-    :func:`~labkit.studies.benchmarks.stats.median_interval`. It is kept when its audit is
+    :func:`~labkit.tools.benchmarks.stats.median_interval`. It is kept when its audit is
     clean and the whole interval lies at or above ``min_gain`` (verdict ``pass``); otherwise
     it is reverted (``kept=False``) and the next change builds on the configuration before
     it. Up to 8 pairs the interval is the full range of the ratios (75 % coverage with 3
@@ -240,7 +240,7 @@ def run_tuning(steps: list[TuningStep], images, packed, step: Callable, *,
     :func:`tuned_result` gives
     the last kept step. ``on_step(result)`` is called after each step.
     """
-    from .benchmarks.stats import PASS, median_interval, verdict
+    from ..tools.benchmarks.stats import PASS, median_interval, verdict
 
     if pairs < 1:
         raise ValueError(f"pairs={pairs}: at least one pair of passes")

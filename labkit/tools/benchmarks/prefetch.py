@@ -36,8 +36,8 @@ def prefetch(ms_per_sample: float = 2.0, batch_size: int = 32, batches: int = 24
     that floor alone is ~10 % of step time, at 64 ms ~2-4 %.
     """
     from ...instruments.meter import measure, simulated_step
+    from ...instruments.tuning import WorkDataset, suggest_loader, usable_cores
     from ...loading.loaders import make_loader, shutdown
-    from ..tuning import WorkDataset, suggest_loader, usable_cores
 
     ds = WorkDataset(batch_size * batches, ms=ms_per_sample, kind="busy")
     naive = make_loader(ds, batch_size=batch_size)
