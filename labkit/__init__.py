@@ -116,6 +116,7 @@ from .instruments.timer import Timing, best_of
 from .instruments.tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
 from .loading.loaders import make_loader, shutdown, worker_processes
 from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
+from .media import writers as _media_writers  # noqa: F401 - registers the video and audio kinds
 from .media.audio import audio_info, audio_starts, audio_window
 from .media.backends import (
     ffmpeg_status,

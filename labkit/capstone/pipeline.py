@@ -25,12 +25,17 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils.data import Subset
 
+from .. import paths
+from ..errors import LabkitError
 from ..images.decode import DECODERS
+from ..images.folder import ImageFolderDataset
 from ..images.packed import PackedImages
 from ..instruments.audits import Audit, audit
 from ..instruments.measurement import Measurement
 from ..instruments.meter import measure
 from ..loading.loaders import make_loader, shutdown
+from ..scale import resolve_scale
+from ..tools.benchmarks.stats import PASS, median_interval, verdict
 
 # -- the train step -------------------------------------------------------------------------
 
@@ -128,8 +133,6 @@ def image_pipeline(config: dict, images, packed, samples: int | None = None, see
     ``images`` is the ``images`` fixture (the ``files`` format), ``packed`` the folder
     :func:`pack_images` wrote (the ``packed`` format). Shuffled with a seeded generator.
     """
-    from ..images.folder import ImageFolderDataset
-
     if config["format"] == "files":
         ds = ImageFolderDataset(images, decoder=config["decoder"])
     elif config["format"] == "packed":
@@ -240,8 +243,6 @@ def run_tuning(steps: list[TuningStep], images, packed, step: Callable, *,
     :func:`tuned_result` gives
     the last kept step. ``on_step(result)`` is called after each step.
     """
-    from ..tools.benchmarks.stats import PASS, median_interval, verdict
-
     if pairs < 1:
         raise ValueError(f"pairs={pairs}: at least one pair of passes")
     out: list[TuningResult] = []
@@ -309,9 +310,6 @@ TUNING_SCHEMA = "labkit.tuning/1"
 def _tuning_path(path, scale: str | None):
     from pathlib import Path
 
-    from .. import paths
-    from ..scale import resolve_scale
-
     if path is not None:
         return Path(path)
     # beside the fixtures (machine-local, git-ignored), not in the records folder, whose
@@ -358,7 +356,6 @@ def load_tuning(path=None, *, scale: str | None = None) -> dict:
     """
     import json
 
-    from ..errors import LabkitError
 
     path = _tuning_path(path, scale)
     try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..records.checkpoint import observation_name
+from ..streams.split import current_split
 
 
 def _ids(x) -> list[int]:
@@ -35,8 +36,6 @@ def worker_tag() -> str:
     delivered. The rank (shown when there is more than one) comes from an initialised
     ``torch.distributed``, else ``RANK``/``WORLD_SIZE``: the streams' own label, one rule.
     """
-    from ..streams.split import current_split
-
     return current_split().source
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..records.checkpoint import observation_name
+
 
 def rate(count: float, seconds: float) -> float:
     """``count / seconds``, NaN when no time passed: the one way the kit turns counts into rates."""
@@ -138,8 +140,6 @@ class Measurement:
 
     def as_observations(self, name: str | None = None, config: dict | None = None) -> list:
         """Observations for a checkpoint record: samples/s, bytes/s, first batch, wait."""
-        from ..records.checkpoint import observation_name
-
         name = observation_name(name or self.name)
         cfg = {**self.config, **(config or {})}
         if self.step is not None:

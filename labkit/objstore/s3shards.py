@@ -25,7 +25,9 @@ import numpy as np
 import torch
 
 from ..errors import DataFormatError
+from ..instruments.timer import best_of
 from ..streams.split import SplitStream
+from .store import s3_client
 
 
 def shard_efficiency(shard_bytes, latency_s: float, bytes_per_s: float):
@@ -222,8 +224,6 @@ class S3ShardStream(SplitStream):
 
     def client(self):
         if self._client is None or self._pid != os.getpid():
-            from .store import s3_client
-
             self._client, self._pid = s3_client(self.endpoint_url, **self.client_kwargs), \
                 os.getpid()
         return self._client
@@ -373,8 +373,6 @@ def _buffered(samples, size: int, rng: np.random.Generator):
 
 def timed_gets(client, bucket: str, keys, in_flight: int = 1) -> dict:
     """GET every key with ``in_flight`` at a time; seconds, bytes, requests/s, bytes/s."""
-    from ..instruments.timer import best_of
-
     sizes: list[int] = []
 
     def get(key):

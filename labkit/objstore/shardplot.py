@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..display.figures import done, subplots
+from .s3shards import shard_efficiency
 
 
 def plot_shard_sizes(shard_bytes: dict, measured_bytes_per_s: dict, latency_s: float,
@@ -16,8 +17,6 @@ def plot_shard_sizes(shard_bytes: dict, measured_bytes_per_s: dict, latency_s: f
         measured_bytes_per_s: label -> bytes/s read one GET at a time.
         latency_s, bytes_per_s: the store's first-byte latency and per-connection bandwidth.
     """
-    from .s3shards import shard_efficiency
-
     sizes = np.array([shard_bytes[k] for k in shard_bytes], dtype=float)
     grid = np.geomspace(min(sizes.min(), 64e3) / 2, max(sizes.max(), 256e6) * 2, 200)
     fig, ax = subplots(figsize=(7, 3.6))

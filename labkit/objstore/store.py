@@ -19,6 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..loading.processes import stop_processes
+from .s3proxy import FaultProxy
+
 ACCESS_KEY = "labkit"
 SECRET_KEY = "labkit-secret"
 REGION = "us-east-1"
@@ -41,8 +44,6 @@ class ObjectStore:
 
     def __init__(self, *, latency_s: float = 0.0, bandwidth: float | None = None, faults=(),
                  start_timeout_s: float = 30.0):
-        from .s3proxy import FaultProxy
-
         port = _free_port()
         env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
                    MOTO_ALLOW_NONEXISTENT_REGION="true")
@@ -173,8 +174,6 @@ class ObjectStore:
     # --- lifetime -----------------------------------------------------------------------
     def stop(self) -> None:
         """Stop the proxy and the server process; idempotent."""
-        from ..loading.processes import stop_processes
-
         if self.proxy is not None:
             self.proxy.stop()
         if self._proc.poll() is None:

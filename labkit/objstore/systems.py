@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..loading.processes import stop_processes
+
 RECIPE = ".ci/install-objstore-systems (pip --no-deps plus their runtime needs)"
 
 SYSTEMS = {"MosaicML Streaming": ("mosaicml-streaming", "streaming"),
@@ -315,7 +317,6 @@ def start_ray(ray, num_cpus: int, tries: int = 2) -> None:
     """
     import psutil
 
-    from ..loading.processes import stop_processes
 
     me = psutil.Process()
     for attempt in range(1, tries + 1):

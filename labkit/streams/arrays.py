@@ -17,6 +17,7 @@ from torch.utils.data import get_worker_info
 
 from ..data.datasets import open_array
 from ..errors import DataFormatError
+from ..loading.loaders import shutdown
 from .split import SplitStream, shard_bounds
 
 
@@ -140,8 +141,6 @@ def deliveries(loader) -> list[tuple[str, list[int]]]:
     Feed the result to ``lk.audit(pairs, expected)``. The iterator is shut down at the end,
     so no worker is left behind even if iteration fails.
     """
-    from ..loading.loaders import shutdown
-
     out: dict[str, list[int]] = {}
     it = iter(loader)
     try:

@@ -12,13 +12,20 @@ import json
 import os
 import sys
 
+from ..data.fixtures import ensure_fixtures, load_specs, resolve_spec
 from ..errors import LabkitError
-from ..scale import SCALES
+from ..media.backends import ffmpeg_status
+from ..paths import notebooks_dir
+from ..records.machine import environment, format_environment
+from ..scale import SCALES, resolve_scale
+from .bench import BENCHMARKS, format_result, run_benchmark
+from .diagnose import run_diagnose
+from .render import report_format, write_report
+from .report import comparison_rows, format_table, load_records
+from .runner import run_notebooks
 
 
 def _cmd_fixtures(args) -> int:
-    from ..data.fixtures import ensure_fixtures, load_specs, resolve_spec
-
     if args.list:
         for name, spec in load_specs().items():
             print(f"{name:<14}{spec['kind']:<12}{resolve_spec(spec, _scale(args))}")
@@ -29,30 +36,21 @@ def _cmd_fixtures(args) -> int:
 
 
 def _scale(args) -> str:
-    from ..scale import resolve_scale
-
     return resolve_scale(args.scale)
 
 
 def _cmd_env(args) -> int:
-    from ..records.machine import environment, format_environment
-
     env = environment(data_path=args.data)
     print(json.dumps(env, indent=2) if args.json else format_environment(env))
     return 0
 
 
 def _cmd_run(args) -> int:
-    from .runner import run_notebooks
-
     results = run_notebooks(args.notebooks or None, _scale(args), args.out, args.timeout)
     return 0 if all(r.ok for r in results) else 1
 
 
 def _cmd_report(args) -> int:
-    from .render import report_format, write_report
-    from .report import comparison_rows, format_table, load_records
-
     fmt = report_format(args.out, args.format)  # a bad --out/--format fails before any work
     records = load_records(args.dirs)
     print(format_table(comparison_rows(records)))
@@ -65,8 +63,6 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from .bench import BENCHMARKS, format_result, run_benchmark
-
     if args.list or not args.name:
         for name, fn in sorted(BENCHMARKS.items()):
             print(f"{name:<18}{fn.goal}")
@@ -83,8 +79,6 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_diagnose(args) -> int:
-    from ..profiling.diagnose import run_diagnose
-
     d = run_diagnose(args.factory, step_ms=args.step_ms, batches=args.batches,
                      timeline=args.timeline, time_limit_s=args.time_limit)
     print(json.dumps(d.as_dict(), indent=2) if args.json else d)
@@ -92,14 +86,10 @@ def _cmd_diagnose(args) -> int:
 
 
 def _cmd_lab(args) -> int:
-    from ..data.fixtures import ensure_fixtures
-    from ..paths import notebooks_dir
-
     scale = _scale(args)
     if importlib.util.find_spec("jupyterlab") is None:
         raise LabkitError("JupyterLab is not installed here; install the kit: pip install -e .")
     ensure_fixtures(scale=scale)
-    from ..media.backends import ffmpeg_status
 
     ok, reason = ffmpeg_status()
     if not ok:  # every other chapter runs; chapter 15 needs FFmpeg's shared libraries

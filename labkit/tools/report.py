@@ -13,6 +13,7 @@ import math
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..display.figures import agg_figure, png_bytes
 from ..errors import LabkitError, RecordError
 from ..records.checkpoint import format_config, format_value, read_checkpoint
 from ..records.machine import gpu_line, human_bytes
@@ -265,7 +266,6 @@ def _figure(records: list[dict], labels: list[str], chapter: str | None = None):
     import matplotlib
     from matplotlib.patches import Patch
 
-    from ..display.figures import agg_figure
 
     # colours by column: a chapter's plot reads in the order of its table's columns
     palette = "tab10" if len(labels) <= 10 else "tab20"
@@ -327,7 +327,6 @@ def chapter_plot(records: list[dict], chapter: str, dpi: int = 96) -> bytes | No
     fig = _figure(records, labels, chapter)
     if fig is None:
         return None
-    from ..display.figures import png_bytes
 
     return png_bytes(fig, dpi)
 

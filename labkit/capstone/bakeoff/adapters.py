@@ -12,8 +12,11 @@ from pathlib import Path
 import torch
 from torch.utils.data import Subset, default_collate
 
+from ...errors import LabkitError
 from ...images.folder import ImageFolderDataset
 from ...loading.loaders import make_loader, worker_kwargs
+from ...loading.prefetchers import cuda_status
+from ...scale import resolve_scale
 from .data import BakeoffData, ensure_format
 from .datasets import (
     ArrowImageBatches,
@@ -23,7 +26,7 @@ from .datasets import (
     _HFDecode,
     _sample,
 )
-from .s3row import webdataset_s3
+from .s3row import webdataset_s3, webdataset_tar
 from .systemrows import _import_streaming, _litdata, _mosaic_streaming, _ray_data
 
 
@@ -77,14 +80,10 @@ def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
             return False, (f"{adapter.dist} does not import here ({type(e).__name__}: "
                            f"{str(e)[:100]}); {blocked or adapter.install}")
     if adapter.slow_start:
-        from ...scale import resolve_scale
-
         if resolve_scale() == "ci":
             return False, (f"{adapter.dist}: start-up over the ci-scale budget, run from "
                            "workshop scale up (tests/test_objstore_systems.py runs it in CI)")
     if adapter.needs_cuda:
-        from ...loading.prefetchers import cuda_status
-
         ok, reason = cuda_status()
         if not ok:
             return False, f"{adapter.dist} needs a CUDA GPU: {reason}"
@@ -102,22 +101,6 @@ def _torch_map(data, batch_size, num_workers, decoder):
 def _torch_iterable(data, batch_size, num_workers, decoder):
     ds = TarImageStream(ensure_format(data, "tar"), decoder)
     return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
-
-
-def _webdataset(data, batch_size, num_workers, decoder, urls=None):
-    import webdataset as wds
-
-    def decode(sample):
-        return _sample(int(sample["id"]), int(sample["cls"]), sample["jpg"], decoder)
-
-    urls = urls or [str(p) for p in ensure_format(data, "tar")]
-    # split_by_worker is WebDataset's default; nodesplitter for ranks. No shard shuffle: the
-    # same order as every other adapter (the bake-off measures loading, not shuffling).
-    ds = (wds.WebDataset(urls, shardshuffle=False, empty_check=False,
-                         nodesplitter=wds.split_by_node)
-          .map(decode).batched(batch_size, collation_fn=default_collate, partial=True))
-    kw = worker_kwargs(num_workers)
-    return wds.WebLoader(ds, batch_size=None, num_workers=num_workers, **kw)
 
 
 def _hf_streaming(data, batch_size, num_workers, decoder):
@@ -256,7 +239,7 @@ ADAPTERS: tuple[LoaderAdapter, ...] = (
                   _torch_iterable, fmt="tar",
                   note="tar shards by hand (tarfile), shards split over workers"),
     LoaderAdapter("WebDataset", "webdataset", ("webdataset",), _PIP + "webdataset",
-                  _webdataset, fmt="tar", note="WebDataset + WebLoader over the tar shards"),
+                  webdataset_tar, fmt="tar", note="WebDataset + WebLoader over the tar shards"),
     LoaderAdapter("HF datasets streaming", "datasets", ("datasets",), _PIP + "datasets",
                   _hf_streaming, fmt="parquet",
                   note="load_dataset('parquet', streaming=True) + DataLoader"),
@@ -308,8 +291,6 @@ def get_adapter(name: str) -> LoaderAdapter:
 def build_loader(name: str, data: BakeoffData, *, batch_size: int = 32, num_workers: int = 0,
                  decoder: str = "pil"):
     """The named adapter's loader over ``data`` (raises with the reason if it cannot run)."""
-    from ...errors import LabkitError
-
     a = get_adapter(name)
     ok, why = probe_loader(a)
     if not ok:

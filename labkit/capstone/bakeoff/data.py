@@ -14,9 +14,11 @@ from pathlib import Path
 
 from ...data.fixtures import source_folder
 from ...data.writers import _tar_add
+from ...formats.lmdbrows import sample_key
 from ...images.decode import file_bytes
 from ...images.folder import read_labels
 from ...streams.split import shard_bounds
+from .datasets import LMDB_HEAD
 
 # -- the shared data, in every format -------------------------------------------------------
 
@@ -130,9 +132,6 @@ def _write_lmdb(data: BakeoffData) -> Path:
     """One LMDB environment (chapter 12): key ``sample_key(k)`` -> id and label (two
     little-endian int64, :data:`~labkit.capstone.bakeoff.datasets.LMDB_HEAD`), then the JPEG."""
     import lmdb
-
-    from ...formats.lmdbrows import sample_key
-    from .datasets import LMDB_HEAD
 
     folder = data.dest / "lmdb"
     # map_size is the most the file may grow to (address space, not disk)

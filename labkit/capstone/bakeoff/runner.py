@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ...instruments.audits import Audit
 from ...instruments.measurement import Measurement
 from ...loading.loaders import shutdown
+from ..pipeline import epoch_rate, measure_audited
 from .adapters import ADAPTERS, get_adapter, loader_names, probe_loader
 from .data import BakeoffData, ensure_format
 
@@ -34,8 +35,6 @@ class BakeoffResult:
 
     @property
     def samples_per_s(self) -> float | None:
-        from ..pipeline import epoch_rate
-
         return epoch_rate(self.measurement) if self.measurement else None
 
     def as_dict(self) -> dict:
@@ -55,8 +54,6 @@ class BakeoffResult:
 
 def _run_one(name: str, label: str, data: BakeoffData, step: Callable, batch_size: int,
              num_workers: int, decoder: str, repeats: int, warmup: int) -> BakeoffResult:
-    from ..pipeline import measure_audited
-
     a = get_adapter(name)
     ok, why = probe_loader(a)
     r = BakeoffResult(label, a.dist, why if ok else None, num_workers)

@@ -13,6 +13,7 @@ import numpy as np
 
 from ...images.decode import decode_jpeg
 from ...loading.loaders import make_loader, shutdown, worker_kwargs
+from ...objstore.systems import MosaicShm, import_streaming, start_ray
 from .data import ensure_format
 from .datasets import _DecodeCollate, _DecodeItem
 
@@ -39,7 +40,6 @@ class _RayBatches:
 def _ray_data(data, batch_size, num_workers, decoder):
     import ray
 
-    from ...objstore.systems import start_ray
 
     started = not ray.is_initialized()
     if started:
@@ -58,14 +58,10 @@ def _ray_data(data, batch_size, num_workers, decoder):
 
 def _import_streaming(mod: str):
     """MosaicML's import, past its torchvision import (chapter 14's one workaround)."""
-    from ...objstore.systems import import_streaming
-
     return import_streaming()
 
 
 def _mosaic_streaming(data, batch_size, num_workers, decoder):
-    from ...objstore.systems import MosaicShm, import_streaming
-
     StreamingDataset = import_streaming().StreamingDataset  # noqa: N806 - a class
 
     folder = ensure_format(data, "mds")

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import os
 
+from ...capstone.bakeoff.data import cleanup_bakeoff, prepare_bakeoff
+from ...capstone.bakeoff.runner import AGAIN, run_bakeoff
+from ...capstone.pipeline import image_train_step
+from ...data.fixtures import fixture
+from ...records.machine import versions
+from ...scale import resolve_scale
 from .registry import benchmark
 from .stats import FAIL, PASS
 
@@ -24,13 +30,6 @@ def bakeoff_bench(scale: str | None = None, samples: int | None = 2000, num_work
     import tempfile
 
     import torch
-
-    from ...capstone.bakeoff.data import cleanup_bakeoff, prepare_bakeoff
-    from ...capstone.bakeoff.runner import AGAIN, run_bakeoff
-    from ...capstone.pipeline import image_train_step
-    from ...data.fixtures import fixture
-    from ...records.machine import versions
-    from ...scale import resolve_scale
 
     scale = resolve_scale(scale)
     images = fixture("images", scale, progress=False)

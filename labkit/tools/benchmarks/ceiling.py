@@ -13,6 +13,11 @@ import multiprocessing as mp
 import statistics
 import time
 
+from ...instruments.meter import measure
+from ...instruments.tuning import usable_cores
+from ...loading.loaders import make_loader, shutdown
+from .stats import judge
+
 
 def _burn(iterations: int) -> None:
     x = 0
@@ -103,11 +108,6 @@ def worker_scaling(dataset, goal: float, num_workers: int | None = None,
     samples/s (``single_best``, ``workers_best``).
     """
     import torch
-
-    from ...instruments.meter import measure
-    from ...instruments.tuning import usable_cores
-    from ...loading.loaders import make_loader, shutdown
-    from .stats import judge
 
     cores = usable_cores()
     n = num_workers or cores

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from ...data.fixtures import fixture
+from ...images.folder import ImageFolderDataset
+from ...scale import resolve_scale
 from .ceiling import worker_scaling
 from .registry import benchmark
 
@@ -47,10 +50,6 @@ def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | No
     0.75 (ci) / 0.78 (workshop) against 0.97 / 0.87 with 256, measured back to back on a
     quiet machine. Pass ``batch_size=64`` to see it.
     """
-    from ...data.fixtures import fixture
-    from ...images.folder import ImageFolderDataset
-    from ...scale import resolve_scale
-
     fx = fixture("images", resolve_scale(scale), progress=False)
     ds = _Cycle(ImageFolderDataset(fx, decoder=decoder), samples)
     scaling = worker_scaling(ds, GOAL, num_workers, batch_size, rounds)

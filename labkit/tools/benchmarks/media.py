@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from ...data.fixtures import fixture
+from ...media.clips import random_clips
+from ...media.datasets import ClipDataset
+from ...scale import resolve_scale
 from .ceiling import worker_scaling
 from .registry import benchmark
 from .stats import median_interval, paired_trials
@@ -10,8 +14,6 @@ GOAL = 0.8
 
 
 def _plan(fx, gop: int, clips: int, frames: int, seed: int):
-    from ...media.clips import random_clips
-
     videos = [v for v in fx.meta["videos"] if v["gop"] == gop]
     per = -(-clips // len(videos))
     return random_clips(videos, per, frames, 1, seed)[:clips]
@@ -38,10 +40,6 @@ def media(scale: str | None = None, backend: str = "torchcodec", num_workers: in
     on the quiet 2-core dev machine: ratio 0.46 and 0.49 with batches of 4 (48 and 192
     clips), 0.75 and 0.65 with 16, 0.65 with 32. Pass ``batch_size=4`` to see it.
     """
-    from ...data.fixtures import fixture
-    from ...media.datasets import ClipDataset
-    from ...scale import resolve_scale
-
     scale = resolve_scale(scale)
     fx = fixture("videos", scale, progress=False)
     gops = sorted(fx.meta["gops"])

@@ -9,9 +9,15 @@ At ci the whole read takes tens of ms, so even one unhidden first-byte wait caps
 
 from __future__ import annotations
 
+from ...data.datasets import open_array
+from ...data.fixtures import fixture
+from ...instruments.timer import best_of
+from ...objstore.s3shards import timed_gets, write_s3_shards
+from ...objstore.store import s3_store
+from ...scale import resolve_scale
 from .ceiling import capped_verdict
 from .registry import benchmark
-from .stats import judge
+from .stats import judge, paired_trials
 
 GOAL = 0.8
 LATENCY_S = 0.02
@@ -34,13 +40,6 @@ def objectstore_bench(scale: str | None = None, pairs: int = 7, in_flight: int =
     from pathlib import Path
 
     import numpy as np
-
-    from ...data.datasets import open_array
-    from ...data.fixtures import fixture
-    from ...objstore.s3shards import timed_gets, write_s3_shards
-    from ...objstore.store import s3_store
-    from ...scale import resolve_scale
-    from .stats import paired_trials
 
     scale = resolve_scale(scale)
     rows_n = {"ci": 8192, "workshop": 65536, "full": 262144}[scale]
@@ -72,7 +71,6 @@ def objectstore_bench(scale: str | None = None, pairs: int = 7, in_flight: int =
         for key in sets[best].keys:
             (local / key).write_bytes(s3.get_object(Bucket=sets[best].bucket,
                                                     Key=key)["Body"].read())
-        from ...instruments.timer import best_of
 
         disk_s = best_of(lambda: [p.read_bytes() for p in sorted(local.iterdir())],
                          repeats=3, warmup=1).best_s

@@ -13,6 +13,8 @@ from __future__ import annotations
 import gc
 import time
 
+from ...instruments.meter import measure
+from ...instruments.timer import best_of
 from .registry import benchmark
 from .stats import INCONCLUSIVE, judge, median_interval, paired_trials
 
@@ -40,8 +42,6 @@ def clock_read_ns(reads: int = 100_000) -> float:
 
     CPU clock, best of 5, less the cost of the empty loop around the reads.
     """
-    from ...instruments.timer import best_of
-
     pc = time.perf_counter
 
     def reading():
@@ -75,7 +75,6 @@ def meter_overhead(batches: int = 10_000, pairs: int = 41) -> dict:
     """
     from torch.utils.data import DataLoader
 
-    from ...instruments.meter import measure
 
     loader = DataLoader(_TinyDataset(batches), batch_size=None, num_workers=0)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from ...instruments.meter import measure, simulated_step
+from ...instruments.tuning import WorkDataset, suggest_loader, usable_cores
+from ...loading.loaders import make_loader, shutdown
 from .registry import benchmark
 from .stats import judge, overall
 
@@ -35,10 +38,6 @@ def prefetch(ms_per_sample: float = 2.0, batch_size: int = 32, batches: int = 24
     socket, served by a thread in the worker that needs the worker's GIL); at 16 ms steps
     that floor alone is ~10 % of step time, at 64 ms ~2-4 %.
     """
-    from ...instruments.meter import measure, simulated_step
-    from ...instruments.tuning import WorkDataset, suggest_loader, usable_cores
-    from ...loading.loaders import make_loader, shutdown
-
     ds = WorkDataset(batch_size * batches, ms=ms_per_sample, kind="busy")
     naive = make_loader(ds, batch_size=batch_size)
     alone = measure(naive, repeats=repeats, max_batches=max(10, batches // 3), name="naive alone")

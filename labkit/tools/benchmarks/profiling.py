@@ -10,6 +10,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 
+from ...instruments.meter import measure, simulated_step
+from ...instruments.tuning import WorkDataset
+from ...loading.loaders import make_loader, shutdown
+from ...profiling.timeline import close_log, timed_loader
+from ...profiling.torchprof import profiler_overhead
 from .registry import benchmark
 
 
@@ -17,12 +22,6 @@ from .registry import benchmark
 def profiling_overhead(batches: int = 400, batch_size: int = 32, num_workers: int = 2,
                        trials: int = 5) -> dict:
     """Best-of-``trials`` samples/s with and without the timeline's stamps, alternated."""
-    from ...instruments.meter import measure, simulated_step
-    from ...instruments.tuning import WorkDataset
-    from ...loading.loaders import make_loader, shutdown
-    from ...profiling.timeline import close_log, timed_loader
-    from ...profiling.torchprof import profiler_overhead
-
     ds = WorkDataset(batches * batch_size, ms=0.0)
     loader = make_loader(ds, batch_size=batch_size, num_workers=num_workers,
                          persistent_workers=True)

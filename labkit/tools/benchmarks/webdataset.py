@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 
+from ...data.fixtures import fixture
+from ...instruments.tuning import usable_cores
+from ...loading.loaders import shutdown, worker_kwargs
+from ...scale import resolve_scale
 from .ceiling import available_parallelism, busy_verdict
 from .registry import benchmark
 from .stats import judge, overall, paired_trials
@@ -49,7 +53,6 @@ def _decoding_loader(shards, num_workers: int):
     import webdataset as wds
     from torch.utils.data import DataLoader
 
-    from ...loading.loaders import worker_kwargs
 
     ds = (wds.WebDataset([str(s) for s in shards], shardshuffle=False, empty_check=False)
           .decode("torchrgb8").to_tuple("jpg", "cls", "npy").batched(32, partial=True))
@@ -77,11 +80,6 @@ def webdataset_bench(scale: str | None = None, pairs: int = 15, worker_pairs: in
     parallelism for 2 processes is measured (:mod:`.ceiling`): below the goal, a miss is
     the machine's, and the verdict says ``inconclusive``.
     """
-    from ...data.fixtures import fixture
-    from ...instruments.tuning import usable_cores
-    from ...loading.loaders import shutdown
-    from ...scale import resolve_scale
-
     scale = resolve_scale(scale)
     fx = fixture("wds", scale, progress=False)
     shards = fx.file_list(".tar")
