@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from labkit.instruments import stats
 from labkit.tools import bench
-from labkit.tools.benchmarks import stats
 
 
 def _judged(result: dict, name: str) -> None:

@@ -33,9 +33,9 @@ from ..images.packed import PackedImages
 from ..instruments.audits import Audit, audit
 from ..instruments.measurement import Measurement
 from ..instruments.meter import measure
+from ..instruments.stats import PASS, median_interval, verdict
 from ..loading.loaders import make_loader, shutdown
 from ..scale import resolve_scale
-from ..tools.benchmarks.stats import PASS, median_interval, verdict
 
 # -- the train step -------------------------------------------------------------------------
 
@@ -235,7 +235,7 @@ def run_tuning(steps: list[TuningStep], images, packed, step: Callable, *,
     pairs of whole passes with that configuration (so drift in the machine's load hits both
     alike; no warm-up: the first step warmed the cache and imports); its ``gain`` is the
     median of the paired ratios, with the sign-test interval of
-    :func:`~labkit.tools.benchmarks.stats.median_interval`. It is kept when its audit is
+    :func:`~labkit.instruments.stats.median_interval`. It is kept when its audit is
     clean and the whole interval lies at or above ``min_gain`` (verdict ``pass``); otherwise
     it is reverted (``kept=False``) and the next change builds on the configuration before
     it. Up to 8 pairs the interval is the full range of the ratios (75 % coverage with 3

@@ -8,10 +8,10 @@ from ...capstone.bakeoff.data import cleanup_bakeoff, prepare_bakeoff
 from ...capstone.bakeoff.runner import AGAIN, run_bakeoff
 from ...capstone.pipeline import image_train_step
 from ...data.fixtures import fixture
+from ...instruments.stats import FAIL, PASS
 from ...records.machine import versions
 from ...scale import resolve_scale
 from .registry import benchmark
-from .stats import FAIL, PASS
 
 
 @benchmark("bakeoff", goal="every installed loader delivers every id exactly once; ratios "

@@ -14,9 +14,9 @@ import statistics
 import time
 
 from ...instruments.meter import measure
+from ...instruments.stats import judge
 from ...instruments.tuning import usable_cores
 from ...loading.loaders import make_loader, shutdown
-from .stats import judge
 
 
 def _burn(iterations: int) -> None:

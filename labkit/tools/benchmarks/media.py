@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from ...data.fixtures import fixture
+from ...instruments.stats import median_interval, paired_trials
 from ...media.clips import random_clips
 from ...media.datasets import ClipDataset
 from ...scale import resolve_scale
 from .ceiling import worker_scaling
 from .registry import benchmark
-from .stats import median_interval, paired_trials
 
 GOAL = 0.8
 

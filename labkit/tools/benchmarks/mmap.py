@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
+from ...instruments.stats import judge, paired_trials
 from .registry import benchmark
-from .stats import judge, paired_trials
 
 GOAL = 0.7
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from ...data.datasets import open_array
 from ...data.fixtures import fixture
+from ...instruments.stats import judge, paired_trials
 from ...instruments.timer import best_of
 from ...objstore.s3shards import timed_gets, write_s3_shards
 from ...objstore.store import s3_store
 from ...scale import resolve_scale
 from .ceiling import capped_verdict
 from .registry import benchmark
-from .stats import judge, paired_trials
 
 GOAL = 0.8
 LATENCY_S = 0.02

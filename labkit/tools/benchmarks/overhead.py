@@ -14,9 +14,9 @@ import gc
 import time
 
 from ...instruments.meter import measure
+from ...instruments.stats import INCONCLUSIVE, judge, median_interval, paired_trials
 from ...instruments.timer import best_of
 from .registry import benchmark
-from .stats import INCONCLUSIVE, judge, median_interval, paired_trials
 
 GOAL_PCT = 2.0
 MIN_BATCHES_PER_S = 100_000

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ...instruments.meter import measure, simulated_step
+from ...instruments.stats import judge, overall
 from ...instruments.tuning import WorkDataset, suggest_loader, usable_cores
 from ...loading.loaders import make_loader, shutdown
 from .registry import benchmark
-from .stats import judge, overall
 
 CAPACITY_GOAL = 1.2
 WAIT_GOAL = 0.05

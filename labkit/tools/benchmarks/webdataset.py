@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 
 from ...data.fixtures import fixture
+from ...instruments.stats import judge, overall, paired_trials
 from ...instruments.tuning import usable_cores
 from ...loading.loaders import shutdown, worker_kwargs
 from ...scale import resolve_scale
 from .ceiling import available_parallelism, busy_verdict
 from .registry import benchmark
-from .stats import judge, overall, paired_trials
 
 READ_GOAL = 0.8
 WORKERS_GOAL = 1.6

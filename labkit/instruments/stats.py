@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Callable
 from math import comb
 
-from ...instruments.timer import best_of
+from .timer import best_of
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 
