@@ -157,7 +157,7 @@ from .profiling.torchprof import (
     profiler_overhead,
     read_trace,
 )
-from .records.checkpoint import Checkpoint, read_checkpoint
+from .records.checkpoint import Checkpoint, load_records, read_checkpoint
 from .records.decisions import decision_table, format_decision_table
 from .records.machine import environment, format_environment, versions
 from .remote.launch import TorchrunResult, torchrun
@@ -175,7 +175,7 @@ from .tokens.packing import PACKERS, Packing, format_packing, pack
 from .tokens.windows import random_windows, tokens_needed
 from .tools.bench import run_benchmark
 from .tools.render import write_report
-from .tools.report import comparison_rows, format_table, load_records
+from .tools.report import comparison_rows, format_table
 from .tools.runner import run_notebooks
 
 try:

@@ -71,9 +71,7 @@ def test_absent_library_is_skipped_with_reason_and_install(monkeypatch):
 
 
 def test_dali_needs_cuda_says_so(monkeypatch):
-    import labkit.loading.prefetchers
-
-    monkeypatch.setattr(labkit.loading.prefetchers, "cuda_status",
+    monkeypatch.setattr(bakeoff, "cuda_status",
                         lambda *a: (False, "no CUDA device"))
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
     monkeypatch.setattr(bakeoff.importlib, "import_module", lambda name: None)

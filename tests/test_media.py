@@ -337,11 +337,10 @@ def test_without_ffmpeg_the_reason_says_what_to_install(monkeypatch):
 
 
 def test_lab_prints_what_to_install_without_ffmpeg(monkeypatch, capsys):
-    from labkit.media import backends
     from labkit.tools import cli
 
-    monkeypatch.setattr(backends, "ffmpeg_status", lambda: (False, "REASON: " + FFMPEG_INSTALL))
-    monkeypatch.setattr("labkit.data.fixtures.ensure_fixtures", lambda **kw: {})
+    monkeypatch.setattr(cli, "ffmpeg_status", lambda: (False, "REASON: " + FFMPEG_INSTALL))
+    monkeypatch.setattr(cli, "ensure_fixtures", lambda **kw: {})
     monkeypatch.setattr(os, "execv", lambda *a: None)  # do not start JupyterLab
     cli.main(["lab", "--scale", "ci"])
     out = capsys.readouterr().out

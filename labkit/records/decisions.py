@@ -14,8 +14,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import RecordError
-from ..tools.report import load_records
-from .checkpoint import format_value
+from .checkpoint import format_value, load_records
 
 
 @dataclass(frozen=True)

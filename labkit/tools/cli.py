@@ -16,12 +16,13 @@ from ..data.fixtures import ensure_fixtures, load_specs, resolve_spec
 from ..errors import LabkitError
 from ..media.backends import ffmpeg_status
 from ..paths import notebooks_dir
+from ..records.checkpoint import load_records
 from ..records.machine import environment, format_environment
 from ..scale import SCALES, resolve_scale
 from .bench import BENCHMARKS, format_result, run_benchmark
 from .diagnose import run_diagnose
 from .render import report_format, write_report
-from .report import comparison_rows, format_table, load_records
+from .report import comparison_rows, format_table
 from .runner import run_notebooks
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import LabkitError
-from ..records.checkpoint import format_config
+from ..records.checkpoint import format_config, load_records
 from .report import (
     FAR,
     FORMATS,
@@ -20,7 +20,6 @@ from .report import (
     chapter_warnings,
     comparison_rows,
     environment_table,
-    load_records,
     plot_comparison,
     ratio,
     run_labels,

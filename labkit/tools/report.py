@@ -14,39 +14,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..display.figures import agg_figure, png_bytes
-from ..errors import LabkitError, RecordError
-from ..records.checkpoint import format_config, format_value, read_checkpoint
+from ..errors import LabkitError
+from ..records.checkpoint import format_config, format_value
 from ..records.machine import gpu_line, human_bytes
 
 _FIXED = ("chapter", "name", "unit", "config")
 FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}
 FAR = 1.25  # a ratio beyond 1.25x (or under 1/1.25) is marked: more than run-to-run noise
-
-
-def load_records(dirs) -> list[dict]:
-    """Read every ``*.json`` record under the folders (recursive), oldest first.
-
-    Each record gains ``_source`` (its file) and ``_folder`` (the folder it was found in).
-
-    Raises:
-        RecordError: a folder is missing or holds no records, or a record is invalid.
-    """
-    dirs = [dirs] if isinstance(dirs, (str, Path)) else list(dirs)
-    if not dirs:
-        raise RecordError("no records folder given")
-    records, seen = [], set()
-    for d in map(Path, dirs):
-        if not d.exists():
-            raise RecordError(f"records folder {d} does not exist")
-        files = [d] if d.is_file() else sorted(d.rglob("*.json"))
-        if not files:
-            raise RecordError(f"{d} holds no checkpoint records (*.json); run a chapter's "
-                              "checkpoint cell first, or point at the folder LABKIT_RECORDS names")
-        for f in files:
-            if f.resolve() not in seen:
-                seen.add(f.resolve())
-                records.append({**read_checkpoint(f), "_source": str(f), "_folder": str(d)})
-    return sorted(records, key=lambda r: str(r["created"]))
 
 
 def run_labels(records: list[dict]) -> list[str]:
