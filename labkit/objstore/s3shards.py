@@ -19,6 +19,7 @@ import tarfile
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ import torch
 
 from ..errors import DataFormatError
 from ..instruments.timer import best_of
-from ..streams.split import SplitStream
+from ..streams.split import ResumableStream
 from .store import s3_client
 
 
@@ -179,7 +180,7 @@ class ShardCache:
         self.hits = self.misses = self.evictions = 0
 
 
-class S3ShardStream(SplitStream):
+class S3ShardStream(ResumableStream):
     """Samples ``(row, id)`` streamed from tar shards in a bucket (chapter 14).
 
     Args:
@@ -201,13 +202,13 @@ class S3ShardStream(SplitStream):
                  seed: int | None = None, on_error: str = "raise", body_retries: int = 3,
                  client: dict | None = None, rank: int | None = None,
                  world_size: int | None = None):
-        super().__init__(seed=seed, rank=rank, world_size=world_size)
+        super().__init__(seed=seed, rank=rank, world_size=world_size, buffer_size=buffer_size)
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error={on_error!r}: 'raise' or 'skip'")
         if in_flight < 1:
             raise ValueError(f"in_flight={in_flight}: at least 1")
         self.endpoint_url, self.shards = endpoint_url, shards
-        self.in_flight, self.cache, self.buffer_size = in_flight, cache, buffer_size
+        self.in_flight, self.cache = in_flight, cache
         self.on_error, self.body_retries = on_error, body_retries
         self.client_kwargs = dict(client or {})
         self.client_kwargs.setdefault("max_pool_connections", max(10, in_flight))
@@ -215,7 +216,6 @@ class S3ShardStream(SplitStream):
         self.retried: list[str] = []    # keys whose body broke and was fetched again
         self.botocore_retries = 0       # retries botocore made itself (5xx, timeouts)
         self._client, self._pid = None, None
-        self._yielded = self._skip = 0
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -291,8 +291,7 @@ class S3ShardStream(SplitStream):
     def __iter__(self):
         place = self.place()
         share = self.share(len(self.shards.keys), place)
-        skip, self._skip = self._skip, 0
-        self._yielded = skip
+        skip = self.resume_point()
         # whole shards before the resume point are not fetched again
         counts = self._counts(share)
         first = 0
@@ -300,14 +299,8 @@ class S3ShardStream(SplitStream):
             skip -= counts[first]
             first += 1
         keys = [self.shards.keys[s] for s in share[first:]]
-        samples = self._samples(keys)
-        if self.buffer_size:
-            samples = _buffered(samples, self.buffer_size, self.rng(place.slot, 1))
-        for i, sample in enumerate(samples):
-            if i < skip:
-                continue
-            self._yielded += 1
-            yield sample
+        samples = self.buffered(self._samples(keys), place)
+        yield from self.counted(islice(samples, skip, None))
 
     def _samples(self, keys: list[str]):
         pool = ThreadPoolExecutor(self.in_flight) if self.in_flight > 1 else None
@@ -343,32 +336,8 @@ class S3ShardStream(SplitStream):
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
 
-    def state_dict(self) -> dict:
-        return {"seed": self.seed, "epoch": self.epoch, "yielded": self._yielded,
-                "shards": len(self.shards.keys), "buffer_size": self.buffer_size}
-
-    def load_state_dict(self, state: dict) -> None:
-        mine = {"seed": self.seed, "shards": len(self.shards.keys),
-                "buffer_size": self.buffer_size}
-        theirs = {k: state.get(k) for k in mine}
-        if theirs != mine:
-            raise ValueError(f"state is for a different stream: {theirs}, this one is {mine}")
-        self.epoch, self._skip = int(state["epoch"]), int(state["yielded"])
-        self._yielded = self._skip
-
-
-def _buffered(samples, size: int, rng: np.random.Generator):
-    """Shuffle a stream through a buffer of ``size`` samples (webdataset's ``shuffle``)."""
-    buf = []
-    for s in samples:
-        buf.append(s)
-        if len(buf) >= size:
-            k = int(rng.integers(len(buf)))
-            buf[k], buf[-1] = buf[-1], buf[k]
-            yield buf.pop()
-    order = rng.permutation(len(buf))
-    for k in order:
-        yield buf[k]
+    def fingerprint(self) -> dict:
+        return {**super().fingerprint(), "shards": len(self.shards.keys)}
 
 
 def timed_gets(client, bucket: str, keys, in_flight: int = 1) -> dict:
