@@ -41,7 +41,7 @@ def test_the_entry_point_runs():
     assert r.returncode == 0 and "meter-overhead" in r.stdout, r.stderr
 
 
-@pytest.mark.parametrize("cmd", ["fixtures", "env", "run", "report", "bench", "lab"])
+@pytest.mark.parametrize("cmd", ["fixtures", "env", "run", "report", "bench", "helpers", "lab"])
 def test_every_subcommand_has_help(cmd):
     r = labkit(cmd, "--help")
     assert r.returncode == 0 and "usage: labkit" in r.stdout
@@ -236,3 +236,11 @@ def test_bench_mmap_runs_tiny():
 
     out = run_benchmark("mmap", mib=2, batch_kib=64, pairs=3)
     assert out["ratio"] > 0 and isinstance(out["goal_met"], bool)
+
+
+def test_helpers_names_each_helper_a_chapter_calls_with_file_and_line():
+    r = labkit("helpers", "08")
+    assert r.returncode == 0, r.stderr
+    assert "lk.TarShardStream" in r.stdout and "labkit/streams/tarshards.py:" in r.stdout
+    bad = labkit("helpers", "99")
+    assert bad.returncode == 2 and "no chapter 99" in bad.stderr

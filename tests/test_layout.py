@@ -125,3 +125,31 @@ def test_imports_never_point_up_a_layer():
 def test_every_folder_is_in_a_layer():
     folders = {p.parent.name for p in ROOT.glob("*/__init__.py")}
     assert folders == set(SPINE + CHAPTERS + TOOLS) - {"errors", "paths", "scale"}
+
+
+def test_every_module_names_the_chapters_that_call_it():
+    """STYLE 14 checked against use: a module whose public names a chapter's code cells call
+    (``lk.NAME``) names that chapter in its first docstring line (``labkit helpers NN``)."""
+    from labkit.tools.helpers import callers, named_chapters
+
+    silent = []
+    for module, chapters in sorted(callers().items()):
+        doc = ast.get_docstring(ast.parse(MODULES[module].read_text())) or ""
+        missing = chapters - named_chapters(doc.splitlines()[0] if doc else "")
+        if missing:
+            silent.append(f"{MODULES[module].relative_to(ROOT.parent)}: called by chapter(s) "
+                          f"{', '.join(sorted(missing))}, not named in {doc.splitlines()[0]!r}")
+    assert not silent, "\n".join(silent)
+
+
+def test_helpers_lists_a_chapters_calls_with_file_and_line():
+    from labkit.tools.helpers import chapter_helpers, named_chapters
+
+    rows = {r["name"]: r for r in chapter_helpers("08")}
+    assert rows["TarShardStream"]["file"] == "labkit/streams/tarshards.py"
+    line = MODULES["labkit.streams.tarshards"].read_text().splitlines()[
+        rows["TarShardStream"]["line"] - 1]
+    assert line.startswith("class TarShardStream(")
+    assert named_chapters("x (ch. 01-03, 08)") == {"01", "02", "03", "08"}
+    assert named_chapters("x (chapter 15 on)") == {"15", "16"}
+    assert len(named_chapters("x (every chapter)")) == 17

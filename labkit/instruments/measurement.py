@@ -1,4 +1,4 @@
-"""What a measurement holds: passes, rates, data-wait, spread; one definition of each (ch. 01)."""
+"""A measurement: passes, rates, data-wait, spread, each defined once (ch. 01-07, 12, 14)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Page-cache control for cold vs warm experiments: evict a file's pages (chapters 02, 11).
+"""Page-cache control for cold vs warm experiments: evict a file's pages (ch. 00-02, 11, 12, 16).
 
 A "cold" read is only cold if the file's pages are really gone from the page cache.
 :func:`evict_page_cache` asks the kernel to drop them (``posix_fadvise(DONTNEED)``, no root

@@ -1,4 +1,4 @@
-"""Resume trials: stop a loader mid-epoch, restore it, count what went wrong (ch. 07, 08).
+"""Resume trials: stop a loader mid-epoch, restore it, count what went wrong (ch. 07, 08, 11).
 
 A resumed epoch should deliver exactly the samples the uninterrupted epoch delivers, in the
 same order. :func:`resume_trial` runs the epoch three ways (uninterrupted, resumed once,

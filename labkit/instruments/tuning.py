@@ -1,4 +1,4 @@
-"""Loader tuning: a workload of known cost per sample, a num_workers suggestion (ch. 09-11).
+"""Loader tuning: a workload of known cost per sample; a num_workers hint (ch. 09-11, 13, 15, 16).
 
 :class:`WorkDataset` costs exactly ``ms`` milliseconds per sample (CPU-busy, like decode and
 augmentation, or sleeping, like waiting on storage), so worker scaling can be measured

@@ -1,4 +1,4 @@
-"""IterableDatasets over array shards: the duplicate-samples trap and its fixes (chapter 03).
+"""IterableDatasets over array shards: the duplicate-samples trap and its fixes (chapters 03-05).
 
 An ``IterableDataset`` is copied into every DataLoader worker (and every rank runs its own
 loader). Unless each copy picks its own part, every worker yields everything: N workers,

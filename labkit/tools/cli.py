@@ -1,4 +1,4 @@
-"""The ``labkit`` command: fixtures, env, run, report, bench, diagnose, lab (chapter 00 on).
+"""The ``labkit`` command: fixtures, env, run, report, bench, diagnose, helpers, lab (ch. 00 on).
 
 Every subcommand has ``--help``; bad arguments and bad input (unknown scale, notebook,
 benchmark, corrupted fixture, unwritable folder) print one clear line and exit 2.
@@ -21,6 +21,7 @@ from ..records.machine import environment, format_environment
 from ..scale import SCALES, resolve_scale
 from .bench import BENCHMARKS, format_result, run_benchmark
 from .diagnose import run_diagnose
+from .helpers import chapter_helpers, format_helpers
 from .render import report_format, write_report
 from .report import comparison_rows, format_table
 from .runner import run_notebooks
@@ -76,6 +77,12 @@ def _cmd_bench(args) -> int:
     except KeyError as e:
         raise LabkitError(e.args[0]) from None
     print(json.dumps(result, indent=2) if args.json else format_result(result))
+    return 0
+
+
+def _cmd_helpers(args) -> int:
+    rows = chapter_helpers(args.chapter)
+    print(json.dumps(rows, indent=1) if args.json else format_helpers(rows))
     return 0
 
 
@@ -174,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--time-limit", type=float, default=300, metavar="S",
                    help="give up after this many seconds, naming the phase (default 300)")
     d.set_defaults(fn=_cmd_diagnose)
+
+    h = sub.add_parser("helpers", help="the labkit helpers a chapter calls, file and line")
+    h.add_argument("chapter", metavar="NN", help="the chapter's number, e.g. 08")
+    h.add_argument("--json", action="store_true", help="print the rows as JSON")
+    h.set_defaults(fn=_cmd_helpers)
 
     lab = sub.add_parser("lab", help="make the fixtures, then open JupyterLab on the chapters")
     scale_opt(lab)
