@@ -110,7 +110,7 @@ def ci_run(tmp_path_factory):
     """`labkit run --scale ci` over one chapter, once for this module.
 
     One, not all: nbval already executes every chapter in this suite, and each chapter run
-    here would be a second one (minutes at 17 chapters; a second chapter cost ~8 s). That no names means every chapter
+    here would be a second one (minutes at 17 chapters). That no names means every chapter
     is pinned by ``test_run_without_names_means_every_chapter``.
     """
     out = tmp_path_factory.mktemp("run")
