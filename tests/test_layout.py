@@ -153,3 +153,22 @@ def test_helpers_lists_a_chapters_calls_with_file_and_line():
     assert named_chapters("x (ch. 01-03, 08)") == {"01", "02", "03", "08"}
     assert named_chapters("x (chapter 15 on)") == {"15", "16"}
     assert len(named_chapters("x (every chapter)")) == 17
+
+
+def test_no_import_circles_between_subpackages():
+    """Folders too: ``data`` may use ``streams`` or the other way round, not both."""
+    def folder(m):
+        return m.split(".")[1] if m.count(".") >= 1 and m not in TOP else None
+
+    graph: dict[str, set[str]] = {}
+    for m, edges in EDGES.items():
+        for t, _, _ in edges:
+            if folder(m) and folder(t) and folder(m) != folder(t):
+                graph.setdefault(folder(m), set()).add(folder(t))
+
+    def reaches(a, b, seen=()):
+        return any(n == b or (n not in seen and reaches(n, b, (*seen, n)))
+                   for n in graph.get(a, ()))
+
+    both = sorted(f"{a} <-> {b}" for a in graph for b in graph[a] if a < b and reaches(b, a))
+    assert not both, "\n".join(both)

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..streams.split import shard_bounds
-
 _CHUNK_ROWS = 65536  # rows generated per step; part of the definition of the content
 _WORDS = (
     "data loader batch shard worker sample stream buffer shuffle epoch page cache disk "
@@ -24,6 +22,17 @@ _WORDS = (
     "tar json image label seed rank node index offset window latency bandwidth throughput "
     "copy map iterate stride slice file folder server range retry timeout resume state"
 ).split()
+
+
+def shard_bounds(n: int, parts: int) -> list[int]:
+    """Where ``n`` items cut into ``parts`` contiguous pieces: ``parts + 1`` bounds.
+
+    Piece ``p`` is ``bounds[p]:bounds[p + 1]``; sizes differ by at most 1. The one cut in
+    the kit: fixture shards, bake-off shards and :class:`~labkit.RowRange`'s worker pieces.
+    """
+    if parts < 1:
+        raise ValueError(f"parts={parts}: need at least one piece")
+    return [p * n // parts for p in range(parts + 1)]
 
 
 class Writer:

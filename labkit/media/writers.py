@@ -19,8 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.writers import Writer, register_writer
-from ..streams.split import shard_bounds
+from ..data.writers import Writer, register_writer, shard_bounds
 from .frames import synth_frame
 
 

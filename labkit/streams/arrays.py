@@ -16,9 +16,10 @@ import torch
 from torch.utils.data import get_worker_info
 
 from ..data.datasets import open_array
+from ..data.writers import shard_bounds
 from ..errors import DataFormatError
 from ..loading.loaders import shutdown
-from .split import SplitStream, shard_bounds
+from .split import SplitStream
 
 
 def _piece(lo: int, hi: int, part: int, parts: int) -> tuple[int, int]:

@@ -8,7 +8,8 @@ chapter 04 (ranks). :class:`SplitStream` is that rule, the per-epoch seeded orde
 ``set_epoch`` written once; every stream in the kit derives from it. :class:`ResumableStream`
 adds the one shuffle buffer (:mod:`labkit.streams.buffer`) and the one resume state of the
 streams that resume (tar shards, chapter 08; shards in a bucket, chapter 14).
-:func:`shard_bounds` is the one way the kit cuts ``n`` items into contiguous pieces.
+:func:`~labkit.data.writers.shard_bounds` (the fixtures' cut) is the one way the kit cuts
+``n`` items into contiguous pieces.
 """
 
 from __future__ import annotations
@@ -78,17 +79,6 @@ def assign(items: int, rank: int, world_size: int, worker: int, num_workers: int
     """The item indices (shards, row groups) one global worker reads: a strided range."""
     g = rank * num_workers + worker
     return range(g, items, world_size * num_workers)
-
-
-def shard_bounds(n: int, parts: int) -> list[int]:
-    """Where ``n`` items cut into ``parts`` contiguous pieces: ``parts + 1`` bounds.
-
-    Piece ``p`` is ``bounds[p]:bounds[p + 1]``; sizes differ by at most 1. The one cut in
-    the kit: fixture shards, bake-off shards and :class:`~labkit.RowRange`'s worker pieces.
-    """
-    if parts < 1:
-        raise ValueError(f"parts={parts}: need at least one piece")
-    return [p * n // parts for p in range(parts + 1)]
 
 
 class SplitStream(IterableDataset):

@@ -13,11 +13,10 @@ from itertools import islice
 from pathlib import Path
 
 from ...data.fixtures import source_folder
-from ...data.writers import _tar_add
+from ...data.writers import _tar_add, shard_bounds
 from ...formats.lmdbrows import sample_key
 from ...images.decode import file_bytes
 from ...images.folder import read_labels
-from ...streams.split import shard_bounds
 from .datasets import LMDB_HEAD
 
 # -- the shared data, in every format -------------------------------------------------------
