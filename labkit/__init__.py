@@ -1,17 +1,24 @@
 """labkit, the kit's helper package, ``import labkit as lk`` in every chapter.
 
-Laid out by concept, one subpackage each (every module's first docstring line names the
-chapters it serves): ``data`` (fixtures, writers, faults, teaching datasets), ``images``
-(decoders, folder and packed datasets, augmentation, GPU paths, stage costs), ``streams``
-(one rank x worker split base; array, row-group and tar-shard streams), ``loading``
-(make_loader, prefetchers, batches, processes), ``profiling`` (timelines, torch.profiler,
-sampling workers, diagnose), ``instruments`` (meter, measurement, timer, audits, memory,
-page cache, shuffle quality), ``studies`` (resume, tuning, capstone, bake-off,
-benchmarks), ``remote`` (HTTP server, torchrun), ``display`` (dashboard, plots, figures),
-``records`` (checkpoint, machine, report, decisions, ``labkit run``), ``formats``
-(LMDB, HDF5, TFRecord, tensors on disk, the open-before-fork trap), ``media`` (video and
-audio fixtures, torchcodec/PyAV/SPDL decode, clips, audio windows). ``errors``, ``paths``,
-``scale`` and ``cli`` sit at the top.
+Three layers; a module imports only from its own layer or the ones before it, at the top of
+the file (tests/test_layout.py checks; every module's first docstring line names the chapters
+that call it, tests/test_layout.py checks that too, ``labkit helpers NN`` lists them):
+
+1. The spine, the concepts every chapter uses: ``errors``, ``paths``, ``scale``; ``data``
+   (fixtures, writers, faults, teaching datasets), ``images`` (decoders, folder and packed
+   datasets, augmentation, GPU paths, stage costs), ``streams`` (one rank x worker split
+   base, one shuffle buffer, one resume state; array, row-group and tar-shard streams),
+   ``loading`` (make_loader, prefetchers, batches, processes), ``instruments`` (meter,
+   measurement, timer, audits, memory, page cache, shuffle quality, resume trials, tuning),
+   ``remote`` (HTTP server, torchrun), ``display`` (dashboard, plots, figures), ``records``
+   (checkpoint, machine, decisions).
+2. Chapter folders, one topic each: ``tokens`` (11), ``formats`` (12: LMDB, HDF5, TFRecord,
+   tensors on disk, the open-before-fork trap, the break-even widget), ``profiling`` (13),
+   ``objstore`` (14: the loopback S3 store, shards in a bucket, MosaicML/LitData/Ray Data),
+   ``media`` (15: video and audio), ``capstone`` (16: the tuned pipeline, the bake-off).
+3. ``tools``, which no chapter imports: the ``labkit`` CLI (``labkit.cli`` forwards to it),
+   ``labkit run``, reports, named benchmarks, ``labkit diagnose``'s command line.
+
 The public API is exactly ``__all__`` (sorted, checked by a test); notebooks use only it.
 """
 
@@ -20,11 +27,27 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
+from .capstone.bakeoff.adapters import LoaderAdapter, build_loader, loader_names, probe_loader
+from .capstone.bakeoff.data import BakeoffData, cleanup_bakeoff, prepare_bakeoff
+from .capstone.bakeoff.runner import BakeoffResult, format_bakeoff, run_bakeoff
+from .capstone.pipeline import (
+    TuningResult,
+    TuningStep,
+    epoch_rate,
+    format_tuning,
+    image_pipeline,
+    image_train_step,
+    load_tuning,
+    measure_audited,
+    run_tuning,
+    save_tuning,
+    tuned_result,
+    tuning_steps,
+)
 from .data.copyonread import ArrowRows, NumpyRows, PyObjectRows
 from .data.datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
 from .data.faults import damaged_copy
 from .data.fixtures import Fixture, ensure_fixtures, fixture, format_fixture_table, verify
-from .display.breakeven import BreakEvenWidget
 from .display.dashboard import DashboardModel
 from .display.plots import (
     plot_bakeoff,
@@ -41,7 +64,6 @@ from .display.plots import (
     plot_wait_compute,
     plot_worker_memory,
 )
-from .display.shards import plot_shard_sizes
 from .display.widget import Dashboard
 from .errors import DataFormatError, FixtureError, LabkitError, RecordError, ScaleError
 from .formats.ahead import (
@@ -68,6 +90,7 @@ from .formats.tensorfiles import TensorFiles, write_tensor_files
 from .formats.tfdata import TfDataResult, tfdata_measure, tfdata_status
 from .formats.tfrecords import TFRecordRows, masked_crc, read_record, write_tfrecord
 from .formats.trap import EagerHdf5Rows, EagerLmdbRows, TrapOutcome, trap_trial
+from .formats.widget import BreakEvenWidget
 from .images.augment import make_augment, torchvision_status
 from .images.decode import available_decoders, decode_jpeg, fastest_decoder, file_bytes
 from .images.folder import ImageFolderDataset, skip_collate
@@ -87,10 +110,13 @@ from .instruments.memcap import CappedRun, run_capped
 from .instruments.memory import WorkerMemory, worker_memory
 from .instruments.meter import measure, simulated_step
 from .instruments.pagecache import evict_page_cache, measure_cold, page_cache_residency
+from .instruments.resume import ResumeTrial, format_resume_table, resume_trial
 from .instruments.shuffling import shard_of_bounds, shuffle_quality
 from .instruments.timer import Timing, best_of
+from .instruments.tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
 from .loading.loaders import make_loader, shutdown, worker_processes
 from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
+from .media import writers as _media_writers  # noqa: F401 - registers the video and audio kinds
 from .media.audio import audio_info, audio_starts, audio_window
 from .media.backends import (
     ffmpeg_status,
@@ -105,6 +131,18 @@ from .media.decoders import MediaError, decode_all, decode_clip, video_info
 from .media.frames import read_counter
 from .media.plots import plot_clip_costs
 from .media.spdlpipe import spdl_clips
+from .objstore.s3shards import (
+    S3ShardStream,
+    ShardCache,
+    ShardSet,
+    shard_bytes_for,
+    shard_efficiency,
+    timed_gets,
+    write_s3_shards,
+)
+from .objstore.shardplot import plot_shard_sizes
+from .objstore.store import ObjectStore, s3_store
+from .objstore.systems import objectstore_systems, run_objectstore_system
 from .profiling.diagnose import diagnose
 from .profiling.diagnosis import DiagnoseError, Diagnosis
 from .profiling.hotspots import Hotspot, profile_in_process
@@ -119,56 +157,26 @@ from .profiling.torchprof import (
     profiler_overhead,
     read_trace,
 )
-from .records.checkpoint import Checkpoint, read_checkpoint
+from .records.checkpoint import Checkpoint, load_records, read_checkpoint
 from .records.decisions import decision_table, format_decision_table
 from .records.machine import environment, format_environment, versions
-from .records.render import write_report
-from .records.report import comparison_rows, format_table, load_records
-from .records.runner import run_notebooks
 from .remote.launch import TorchrunResult, torchrun
-from .remote.objectstore import ObjectStore, s3_store
 from .remote.server import Fault, serve
 from .scale import SCALES, knob, resolve_scale
 from .streams.arrays import RowRange, ShardStream, deliveries, range_worker_init
 from .streams.rowgroups import ParquetRowGroups, open_parquet
-from .streams.s3shards import (
-    S3ShardStream,
-    ShardCache,
-    ShardSet,
-    shard_bytes_for,
-    shard_efficiency,
-    timed_gets,
-    write_s3_shards,
-)
 from .streams.split import ShardPlan, shard_plan
 from .streams.tarshards import TarShardStream, split_by_rank
-from .studies.bakeoff.adapters import LoaderAdapter, build_loader, loader_names, probe_loader
-from .studies.bakeoff.data import BakeoffData, cleanup_bakeoff, prepare_bakeoff
-from .studies.bakeoff.runner import BakeoffResult, format_bakeoff, run_bakeoff
-from .studies.bench import run_benchmark
-from .studies.capstone import (
-    TuningResult,
-    TuningStep,
-    epoch_rate,
-    format_tuning,
-    image_pipeline,
-    image_train_step,
-    load_tuning,
-    measure_audited,
-    run_tuning,
-    save_tuning,
-    tuned_result,
-    tuning_steps,
-)
-from .studies.objstore_systems import objectstore_systems, run_objectstore_system
-from .studies.resume import ResumeTrial, format_resume_table, resume_trial
-from .studies.tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
 from .tokens.corpus import TokenCorpus, open_tokens, token_dtype
 from .tokens.epoch import DocumentEpoch, TokenBatches
 from .tokens.masking import TinyLM, cu_seqlens, document_mask, packed_vs_alone, position_ids
 from .tokens.mixing import blended_index, prefix_error, random_mix
 from .tokens.packing import PACKERS, Packing, format_packing, pack
 from .tokens.windows import random_windows, tokens_needed
+from .tools.bench import run_benchmark
+from .tools.render import write_report
+from .tools.report import comparison_rows, format_table
+from .tools.runner import run_notebooks
 
 try:
     __version__ = _version("labkit")

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from labkit.instruments.audits import audit
+from labkit.instruments.resume import default_ids
 from labkit.loading.loaders import shutdown
-from labkit.studies.resume import default_ids
 
 WORKERS = (0, 1, 2)
 WORLD_SIZES = (1, 2)
@@ -98,7 +98,7 @@ def check_resume(make: Callable, stops=(3, 2), *, name: str = "loader", ids_of=d
     ``load_state(loader, state)`` default to its ``state_dict`` / ``load_state_dict``.
     Returns the :class:`labkit.ResumeTrial` (its ``table()`` counts lost/duplicated ids).
     """
-    from labkit.studies.resume import resume_trial
+    from labkit.instruments.resume import resume_trial
 
     kw = {k: v for k, v in (("state_of", state_of), ("load_state", load_state)) if v}
     trial = resume_trial(make, stops, name=name, ids_of=ids_of, **kw)

@@ -1,4 +1,4 @@
-"""labkit.studies.bakeoff: one fixture in every format, every core loader exactly once (chapter
+"""labkit.capstone.bakeoff: one fixture in every format, every core loader exactly once (chapter
 11)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import labkit as lk
-from labkit.studies.bakeoff import adapters as bakeoff
+from labkit.capstone.bakeoff import adapters as bakeoff
 from tests.contracts import check_exactly_once
 
 SAMPLES = 48
@@ -71,9 +71,7 @@ def test_absent_library_is_skipped_with_reason_and_install(monkeypatch):
 
 
 def test_dali_needs_cuda_says_so(monkeypatch):
-    import labkit.loading.prefetchers
-
-    monkeypatch.setattr(labkit.loading.prefetchers, "cuda_status",
+    monkeypatch.setattr(bakeoff, "cuda_status",
                         lambda *a: (False, "no CUDA device"))
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
     monkeypatch.setattr(bakeoff.importlib, "import_module", lambda name: None)
@@ -135,7 +133,7 @@ def test_bench_bakeoff_runs_tiny():
 @pytest.mark.parametrize("fmt", ["lmdb", "hdf5"])
 def test_lmdb_and_hdf5_rows_hold_the_fixtures_bytes_and_survive_fork_after_a_parent_read(
         data, fmt):
-    from labkit.studies.bakeoff.datasets import Hdf5Images, LmdbImages
+    from labkit.capstone.bakeoff.datasets import Hdf5Images, LmdbImages
 
     ds = {"lmdb": LmdbImages, "hdf5": Hdf5Images}[fmt](bakeoff.ensure_format(data, fmt))
     assert len(ds) == SAMPLES and data.conversion_s[fmt] >= 0
@@ -149,7 +147,7 @@ def test_lmdb_and_hdf5_rows_hold_the_fixtures_bytes_and_survive_fork_after_a_par
 def test_lmdb_and_hdf5_rows_name_the_file_when_it_is_broken(data, tmp_path):
     import lmdb
 
-    from labkit.studies.bakeoff.datasets import Hdf5Images, LmdbImages
+    from labkit.capstone.bakeoff.datasets import Hdf5Images, LmdbImages
 
     short = lk.damaged_copy(bakeoff.ensure_format(data, "hdf5"), tmp_path / "short.h5",
                             "truncate")

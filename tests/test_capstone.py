@@ -1,4 +1,4 @@
-"""labkit.studies.capstone: the packed format, the tuning steps, the audited measurement (ch.
+"""labkit.capstone.pipeline: the packed format, the tuning steps, the audited measurement (ch.
 11)."""
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def test_add_takes_lists_and_dicts_of_results():
 
 def test_add_an_audit_and_a_resume_trial():
     import labkit as lk
-    from labkit.studies.resume import ResumeRun, ResumeTrial
+    from labkit.instruments.resume import ResumeRun, ResumeTrial
 
     c = ck.Checkpoint("03", scale="ci")
     c.add(lk.audit({"w0": [0, 1], "w1": [1]}, 3), "shards per worker", {"num_workers": 2})

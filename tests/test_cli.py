@@ -22,7 +22,7 @@ def labkit(*args, env=None, timeout=300):
     A subprocess per call re-imported torch each time (seconds apiece under load); the real
     entry point is still run as a subprocess once, by :func:`test_the_entry_point_runs`.
     """
-    from labkit import cli
+    from labkit.tools import cli
 
     out, err = io.StringIO(), io.StringIO()
     with mock.patch.dict(os.environ, env or {}), contextlib.redirect_stdout(out), \
@@ -41,7 +41,7 @@ def test_the_entry_point_runs():
     assert r.returncode == 0 and "meter-overhead" in r.stdout, r.stderr
 
 
-@pytest.mark.parametrize("cmd", ["fixtures", "env", "run", "report", "bench", "lab"])
+@pytest.mark.parametrize("cmd", ["fixtures", "env", "run", "report", "bench", "helpers", "lab"])
 def test_every_subcommand_has_help(cmd):
     r = labkit(cmd, "--help")
     assert r.returncode == 0 and "usage: labkit" in r.stdout
@@ -107,10 +107,10 @@ def test_run_into_an_unwritable_folder(tmp_path):
 
 @pytest.fixture(scope="module")
 def ci_run(tmp_path_factory):
-    """`labkit run --scale ci` over two chapters, once for this module.
+    """`labkit run --scale ci` over one chapter, once for this module.
 
-    Two, not all: nbval already executes every chapter in this suite, and each chapter run
-    here would be a second one (minutes at 11 chapters). That no names means every chapter
+    One, not all: nbval already executes every chapter in this suite, and each chapter run
+    here would be a second one (minutes at 17 chapters). That no names means every chapter
     is pinned by ``test_run_without_names_means_every_chapter``.
     """
     out = tmp_path_factory.mktemp("run")
@@ -118,11 +118,11 @@ def ci_run(tmp_path_factory):
     return r, out
 
 
-RUN_CHAPTERS = ["00", "05"]  # two of the quickest chapters that record figures
+RUN_CHAPTERS = ["05"]  # one of the quickest chapters that records figures and plots
 
 
 def test_run_without_names_means_every_chapter():
-    from labkit.records.runner import resolve_notebooks
+    from labkit.tools.runner import resolve_notebooks
 
     every = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert [p.resolve() for p in resolve_notebooks(None)] == [p.resolve() for p in every]
@@ -201,7 +201,7 @@ def test_run_of_an_unknown_notebook_lists_the_chapters():
 
 def test_lab_starts_this_interpreters_jupyterlab_with_fixtures_ready(monkeypatch, capsys):
     """`make lab` runs .venv/bin/labkit without activating the venv: no PATH lookups."""
-    from labkit import cli
+    from labkit.tools import cli
 
     calls = []
     monkeypatch.setattr(cli.os, "execv", lambda exe, argv: calls.append((exe, argv)))
@@ -232,7 +232,15 @@ def test_bench_mmap_json_prints_the_ratio():
 
 
 def test_bench_mmap_runs_tiny():
-    from labkit.studies.bench import run_benchmark
+    from labkit.tools.bench import run_benchmark
 
     out = run_benchmark("mmap", mib=2, batch_kib=64, pairs=3)
     assert out["ratio"] > 0 and isinstance(out["goal_met"], bool)
+
+
+def test_helpers_names_each_helper_a_chapter_calls_with_file_and_line():
+    r = labkit("helpers", "08")
+    assert r.returncode == 0, r.stderr
+    assert "lk.TarShardStream" in r.stdout and "labkit/streams/tarshards.py:" in r.stdout
+    bad = labkit("helpers", "99")
+    assert bad.returncode == 2 and "no chapter 99" in bad.stderr

@@ -18,7 +18,7 @@ PLANTED = Path(__file__).resolve().parent / "planted_loaders.py"
 
 def labkit(*args):
     """``labkit ARGS`` in this process (as tests/test_cli.py runs it)."""
-    from labkit import cli
+    from labkit.tools import cli
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -283,7 +283,7 @@ def test_resize_and_raw_ahead_agree(ci_fixture, tmp_path):
 
 
 def test_bench_formats_is_registered_and_reports_its_ratio(ci_fixture):
-    from labkit.studies.bench import BENCHMARKS
+    from labkit.tools.bench import BENCHMARKS
 
     ci_fixture("array")
     assert "formats" in BENCHMARKS

@@ -85,7 +85,9 @@ def test_hf_split_by_node_and_workers_exactly_once(pq_files):
         return lk.make_loader(ds.with_format("torch"), batch_size=512, num_workers=num_workers,
                               timeout=60)
 
-    check_exactly_once(make, 8192)
+    # workers 0 and 2, not also 1: each worker imports datasets (~1 s on 2 cores), and 2
+    # already splits a rank's shards between workers
+    check_exactly_once(make, 8192, workers=(0, 2))
 
 
 def test_hf_resume_without_shuffle_is_exact(pq_files):

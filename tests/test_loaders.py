@@ -1,4 +1,4 @@
-"""labkit.loading.loaders and labkit.studies.bench: DataLoaders that cannot hang a workshop
+"""labkit.loading.loaders and labkit.tools.bench: DataLoaders that cannot hang a workshop
 (chapter 01)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import Dataset, TensorDataset
 
 from labkit.loading.loaders import DEFAULT_TIMEOUT_S, make_loader, shutdown, worker_processes
-from labkit.studies import bench
+from labkit.tools import bench
 
 
 def _ids() -> TensorDataset:

@@ -337,11 +337,10 @@ def test_without_ffmpeg_the_reason_says_what_to_install(monkeypatch):
 
 
 def test_lab_prints_what_to_install_without_ffmpeg(monkeypatch, capsys):
-    from labkit import cli
-    from labkit.media import backends
+    from labkit.tools import cli
 
-    monkeypatch.setattr(backends, "ffmpeg_status", lambda: (False, "REASON: " + FFMPEG_INSTALL))
-    monkeypatch.setattr("labkit.data.fixtures.ensure_fixtures", lambda **kw: {})
+    monkeypatch.setattr(cli, "ffmpeg_status", lambda: (False, "REASON: " + FFMPEG_INSTALL))
+    monkeypatch.setattr(cli, "ensure_fixtures", lambda **kw: {})
     monkeypatch.setattr(os, "execv", lambda *a: None)  # do not start JupyterLab
     cli.main(["lab", "--scale", "ci"])
     out = capsys.readouterr().out
@@ -355,7 +354,7 @@ def test_probes_say_what_runs_here():
 
 
 def test_media_benchmark_is_registered():
-    from labkit.studies.bench import BENCHMARKS
+    from labkit.tools.bench import BENCHMARKS
 
     assert "media" in BENCHMARKS and "16-frame clips" in BENCHMARKS["media"].goal
 

@@ -8,8 +8,8 @@ import pytest
 
 import labkit as lk
 from labkit.errors import DataFormatError
-from labkit.remote.s3proxy import s3_error_xml
-from labkit.streams.s3shards import (
+from labkit.objstore.s3proxy import s3_error_xml
+from labkit.objstore.s3shards import (
     S3ShardStream,
     ShardCache,
     shard_bytes_for,

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.studies import objstore_systems as systems
+from labkit.objstore import systems
 
 ROWS = np.hstack([np.arange(512, dtype=np.float32)[:, None],
                   np.random.default_rng(1).random((512, 31), dtype=np.float32)])
@@ -45,7 +45,7 @@ except Exception as e:
     print("PLAIN-IMPORT-FAILS", type(e).__name__, e)
 for k in [k for k in sys.modules if k.startswith(("streaming", "torchvision"))]:
     del sys.modules[k]
-from labkit.studies.objstore_systems import import_streaming
+from labkit.objstore.systems import import_streaming
 s = import_streaming()
 left = [k for k in sys.modules if k.startswith("torchvision")]
 print("STAND-IN-WORKS", s.__version__, "LEFT", left, importlib.util.find_spec("torchvision"))
@@ -64,7 +64,7 @@ def test_the_torchvision_stand_in_is_still_needed_and_still_works():
     assert out.returncode == 0, out.stderr[-800:]
     assert "PLAIN-IMPORT-FAILS" in out.stdout and "torchvision" in out.stdout, (
         "`import streaming` works without the stand-in now: remove it "
-        f"(labkit/studies/objstore_systems.py:import_streaming)\n{out.stdout[-500:]}")
+        f"(labkit/objstore/systems.py:import_streaming)\n{out.stdout[-500:]}")
     assert "STAND-IN-WORKS" in out.stdout and "LEFT [] None" in out.stdout, out.stdout[-500:]
 
 
@@ -83,8 +83,8 @@ def test_system_streams_from_the_bucket_exactly_once_and_resumes(name, store, tm
 def test_the_bakeoff_mosaic_row_leaves_no_shared_memory(workers, ci_fixture, tmp_path):
     """The bake-off's own Mosaic row (skipped at ci in the chapter, so pinned here)."""
     need("MosaicML Streaming")
-    from labkit.studies.bakeoff.adapters import get_adapter
-    from labkit.studies.bakeoff.data import prepare_bakeoff
+    from labkit.capstone.bakeoff.adapters import get_adapter
+    from labkit.capstone.bakeoff.data import prepare_bakeoff
 
     shm = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     data = prepare_bakeoff(ci_fixture("images"), tmp_path, samples=96)

@@ -1,4 +1,4 @@
-"""labkit.records.report: comparing checkpoint records across runs and machines (chapter 00)."""
+"""labkit.tools.report: comparing checkpoint records across runs and machines (chapter 00)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 from labkit.errors import LabkitError, RecordError
-from labkit.records import render, report
-from labkit.records.checkpoint import Checkpoint
+from labkit.records.checkpoint import Checkpoint, load_records
+from labkit.tools import render, report
 
 
 @pytest.fixture
@@ -32,13 +32,13 @@ def two_runs(tmp_path, monkeypatch):
 
 
 def test_load_records_reads_both_folders(two_runs):
-    records = report.load_records(two_runs)
+    records = load_records(two_runs)
     assert [r["environment"]["hostname"] == "bigbox" for r in records].count(True) == 1
     assert len(records) == 2
 
 
 def test_rows_align_observations_across_runs(two_runs):
-    records = report.load_records(two_runs)
+    records = load_records(two_runs)
     labels = report.run_labels(records)
     assert len(set(labels)) == 2 and any(lb.startswith("bigbox @ ") for lb in labels)
     rows = {(r["name"], r["config"]): r for r in report.comparison_rows(records)}
@@ -68,7 +68,7 @@ def test_repeated_observation_kept_as_second_row():
 
 
 def test_plot_is_a_png(two_runs, tmp_path):
-    path = report.plot_comparison(report.load_records(two_runs), tmp_path / "cmp.png")
+    path = report.plot_comparison(load_records(two_runs), tmp_path / "cmp.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -83,7 +83,7 @@ def test_plot_without_numbers_still_writes(tmp_path):
 def test_write_report(two_runs, tmp_path):
     out = render.write_report(two_runs, tmp_path / "out" / "cmp.md")
     text = out.read_text()
-    for label in report.run_labels(report.load_records(two_runs)):
+    for label in report.run_labels(load_records(two_runs)):
         assert label in text
     assert "## Environments" in text and "| CPU |" in text and "| data filesystem |" in text
     assert "![observations per run](cmp.png)" in text
@@ -98,11 +98,11 @@ def test_write_report_defaults_to_cwd(two_runs, tmp_path, monkeypatch):
 
 def test_missing_and_empty_folders(tmp_path):
     with pytest.raises(RecordError, match="does not exist") as info:
-        report.load_records([tmp_path / "nowhere"])
+        load_records([tmp_path / "nowhere"])
     assert "nowhere" in str(info.value)
     (tmp_path / "empty").mkdir()
     with pytest.raises(RecordError, match="holds no checkpoint records"):
-        report.load_records(tmp_path / "empty")
+        load_records(tmp_path / "empty")
 
 
 def test_bad_record_in_folder_is_named(two_runs):
@@ -110,7 +110,7 @@ def test_bad_record_in_folder_is_named(two_runs):
     bad = here / "bad.json"
     bad.write_text(json.dumps({"schema": "labkit.checkpoint/2"}))
     with pytest.raises(RecordError, match="newer labkit") as info:
-        report.load_records(two_runs)
+        load_records(two_runs)
     assert str(bad) in str(info.value)
 
 
@@ -161,7 +161,7 @@ def test_html_report_from_two_record_folders(two_runs, tmp_path):
     assert out.suffix == ".html" and not (tmp_path / "rep" / "cmp.png").exists()
     page = _parse(out)
     text = "".join(page.text)
-    labels = report.run_labels(report.load_records(two_runs))
+    labels = report.run_labels(load_records(two_runs))
     for label in labels:
         assert label in text
     assert "bigbox" in text and "01_measuring" in text
@@ -231,7 +231,7 @@ def test_default_html_name(two_runs, tmp_path, monkeypatch):
 
 
 def test_baseline_by_hostname_and_folder(two_runs, tmp_path):
-    records = report.load_records(two_runs)
+    records = load_records(two_runs)
     mine, big = sorted(report.run_labels(records), key=lambda lb: lb.startswith("bigbox"))
     assert report.baselines(records) == {"01_measuring": report.run_labels(records)[0]}
     assert report.baselines(records, "bigbox") == {"01_measuring": big}
@@ -261,7 +261,7 @@ def test_chapter_warns_when_scales_or_constraints_differ(tmp_path):
     a.observe("x", 1.0, "s").constraint("warm page cache").write(False)
     b = Checkpoint("02_mmap", scale="workshop", records_dir=tmp_path / "b")
     b.observe("x", 2.0, "s").constraint("cold page cache").write(False)
-    records = report.load_records([tmp_path / "a", tmp_path / "b"])
+    records = load_records([tmp_path / "a", tmp_path / "b"])
     warnings = report.chapter_warnings(records, "02_mmap")
     assert "different scales (ci: run 1; workshop: run 2)" in warnings[0]
     assert "different constraints (run 1: warm page cache; run 2: cold page cache)" in warnings[1]

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 import labkit as lk
+from labkit.data.writers import shard_bounds
 from labkit.instruments.shuffling import (
     displacement,
     expected_same_shard,
     rank_correlation,
     same_shard_neighbours,
 )
-from labkit.streams.split import shard_bounds
 
 SHARD = lk.shard_of_bounds([0, 250, 500, 750])
 

@@ -1,4 +1,4 @@
-"""labkit.studies.tuning: the known-cost workload and the num_workers suggestion (chapter 09)."""
+"""instruments.tuning: the known-cost workload and the num_workers suggestion (chapter 09)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Teaching datasets, importable so spawn/forkserver workers can load them (ch. 01-04, 08).
+"""Teaching datasets, importable so spawn/forkserver workers can load them (ch. 00-04, 08, 12, 14).
 
 (A Dataset class defined in a notebook cell cannot be pickled into a spawned worker; one
 defined here can.) Every sample is ``(features, id)``: the id lets audits count exactly

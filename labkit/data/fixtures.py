@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import paths
-from ..errors import FixtureError
+from ..errors import DataFormatError, FixtureError
 from ..scale import SCALES, resolve_scale
 from .writers import WRITERS
 
@@ -83,8 +83,6 @@ def source_files(source, suffix: str = "", missing_ok: bool = False) -> list[Pat
     Raises :class:`~labkit.DataFormatError` naming the source when nothing matches, unless
     ``missing_ok``.
     """
-    from ..errors import DataFormatError
-
     if hasattr(source, "file_list"):
         files = source.file_list(suffix)
     elif isinstance(source, (str, os.PathLike)):

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..streams.split import shard_bounds
-
 _CHUNK_ROWS = 65536  # rows generated per step; part of the definition of the content
 _WORDS = (
     "data loader batch shard worker sample stream buffer shuffle epoch page cache disk "
@@ -24,6 +22,17 @@ _WORDS = (
     "tar json image label seed rank node index offset window latency bandwidth throughput "
     "copy map iterate stride slice file folder server range retry timeout resume state"
 ).split()
+
+
+def shard_bounds(n: int, parts: int) -> list[int]:
+    """Where ``n`` items cut into ``parts`` contiguous pieces: ``parts + 1`` bounds.
+
+    Piece ``p`` is ``bounds[p]:bounds[p + 1]``; sizes differ by at most 1. The one cut in
+    the kit: fixture shards, bake-off shards and :class:`~labkit.RowRange`'s worker pieces.
+    """
+    if parts < 1:
+        raise ValueError(f"parts={parts}: need at least one piece")
+    return [p * n // parts for p in range(parts + 1)]
 
 
 class Writer:
@@ -132,21 +141,6 @@ class TokensWriter(Writer):
                 update(t.nbytes)
         return {"dtype": spec["dtype"], "tokens": n, "vocab": spec["vocab"],
                 "file": "tokens.bin"}, n
-
-
-class CorpusWriter(Writer):
-    """Chapter 11's text corpus, its BPE tokenizer and the flat token file (labkit.tokens)."""
-
-    portable = False  # the token bytes depend on the tokenizers version that trained the BPE
-    required = ("seed", "docs", "vocab", "context", "sources", "lexicon", "zipf", "max_words")
-
-    def estimate_bytes(self, spec):
-        return spec["docs"] * 400  # ~200 tokens of 2 bytes per document, on average
-
-    def write(self, spec, dest, update):
-        from ..tokens.corpus import write_corpus  # tokenizers is imported only to generate
-
-        return write_corpus(spec, dest, update)
 
 
 def synth_image(seed: int, i: int, size: int, classes: int) -> tuple[np.ndarray, int]:
@@ -307,14 +301,20 @@ WRITERS: dict[str, Writer] = {
     "npy_files": NpyFilesWriter(),
     "npy_shards": NpyShardsWriter(),
     "tokens": TokensWriter(),
-    "corpus": CorpusWriter(),
     "jpeg": JpegWriter(),
     "webdataset": WebDatasetWriter(),
     "parquet": ParquetWriter(),
     "jsonl": JsonlWriter(),
 }
 
-# Chapter 15's writers subclass Writer above, so they are imported after it.
-from ..media.writers import AudioWriter, VideoWriter  # noqa: E402
 
-WRITERS |= {"video": VideoWriter(), "audio": AudioWriter()}
+def register_writer(kind: str, writer: Writer) -> None:
+    """Add a fixture kind from a chapter folder (the folder calls this when imported).
+
+    The spine lists its own kinds above; chapter 11's ``corpus`` (:mod:`labkit.tokens.corpus`)
+    and chapter 15's ``video`` and ``audio`` (:mod:`labkit.media.writers`) register here, so
+    the spine never imports a chapter folder. ``import labkit`` imports every folder.
+    """
+    if kind in WRITERS and type(WRITERS[kind]) is not type(writer):
+        raise ValueError(f"fixture kind {kind!r} is already written by {WRITERS[kind]!r}")
+    WRITERS[kind] = writer

@@ -1,4 +1,4 @@
-"""Plots a person would rather look at than read: throughput, wait vs compute (ch. 01-14).
+"""Plots a person would rather look at than read: throughput, wait vs compute (ch. 01-16).
 
 Each function returns a matplotlib Figure (closed, so a notebook shows it exactly once).
 Introduced in chapter 01.

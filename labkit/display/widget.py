@@ -1,4 +1,4 @@
-"""The dashboard's widgets: knob controls, Run/Stop, a live PNG plot and the runs table (ch. 01)."""
+"""The dashboard's widgets: knobs, Run/Stop, a live PNG plot and the runs table (ch. 01 on)."""
 
 from __future__ import annotations
 

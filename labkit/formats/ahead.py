@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..data.fixtures import source_folder
+from ..data.writers import encode_jpeg
 from ..display.figures import done, subplots
 from ..images.decode import decode_jpeg
 from ..images.folder import read_labels
@@ -40,8 +41,6 @@ class ResizeTo:
 def resize_ahead(fixture_or_folder, dest, size: int, quality: int = 90) -> Path:
     """Decode every JPEG once, resize to ``size``, encode again: an image folder at ``dest``
     (same ``labels.csv`` layout, so :class:`~labkit.ImageFolderDataset` reads it)."""
-    from ..data.writers import encode_jpeg
-
     folder, dest = source_folder(fixture_or_folder), Path(dest)
     (dest / "images").mkdir(parents=True, exist_ok=True)
     lines = ["id,label,file"]

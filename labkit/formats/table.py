@@ -27,6 +27,7 @@ from .hdf5rows import Hdf5Rows, write_hdf5
 from .lmdbrows import LmdbRows, write_lmdb
 from .tensorfiles import TensorFiles, write_tensor_files
 from .tfrecords import TFRecordRows, index_path, write_tfrecord
+from .trap import trap_trial
 
 _ONE_GET = "poor: one request per sample (latency x samples)"
 #: Facts per format family: (resume support, object-store friendly), each with its reason.
@@ -170,8 +171,6 @@ def measure_formats(formats: list[StoredFormat], *, num_workers: int = 2,
     ``num_workers`` forked workers after the parent read through it, every row compared
     (:func:`~labkit.trap_trial`), and checked to pickle (:func:`spawn_ready`).
     """
-    from .trap import trap_trial
-
     rows = []
     for fmt in formats:
         ds = fmt.make()

@@ -1,4 +1,4 @@
-"""Augmentation: one pipeline in albumentations, torch and kornia, reseeded per worker (ch. 10)."""
+"""Augmentation: one pipeline in albumentations, torch, kornia; reseeded per worker (ch. 10, 16)."""
 
 from __future__ import annotations
 

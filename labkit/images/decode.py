@@ -1,4 +1,4 @@
-"""JPEG decoders: bytes to an RGB uint8 HxWx3 array, and which is fastest here (chapters 10, 14)."""
+"""JPEG decoders: bytes to an RGB uint8 HxWx3 array; the fastest here (ch. 09, 10, 14, 16)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The images fixture as a map-style dataset, and a collate that skips broken samples (ch. 10)."""
+"""The images fixture as a map-style dataset; a collate skipping broken samples (ch. 10, 12, 16)."""
 
 from __future__ import annotations
 

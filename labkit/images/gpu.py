@@ -1,4 +1,4 @@
-"""GPU decode and augmentation paths: nvJPEG via torchvision, kornia on CUDA, DALI (ch. 10).
+"""GPU decode and augmentation paths: nvJPEG via torchvision, kornia on CUDA, DALI (ch. 10, 15).
 
 Every path here is guarded: :func:`gpu_decode_status` and :func:`dali_status` say whether it
 can run and, if not, why (no CUDA, a CPU-only torch, a torchvision that does not load

@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import default_collate
 
 from ..instruments.timer import best_of
+from ..loading.prefetchers import cuda_status, to_device
 
 STAGES = ("read", "decode", "augment", "collate", "host_to_device")
 
@@ -70,8 +71,6 @@ def stage_breakdown(dataset, augment=None, *, batch_size: int = 64, samples: int
         device: host-to-device target; without CUDA the stage is skipped, with the reason.
         repeats: timing passes; each stage keeps its fastest (noise only adds time).
     """
-    from ..loading.prefetchers import cuda_status, to_device
-
     n = min(samples, len(dataset))
     per_batch = getattr(augment, "per", "sample") == "batch"
     # Stage by stage over the same n samples, each the fastest of ``repeats`` passes after

@@ -1,4 +1,4 @@
-"""Exactly-once audit: which samples each rank and worker delivered (chapters 03-09).
+"""Exactly-once audit: which samples each rank and worker delivered (ch. 03-09, 11-15).
 
 A loader that silently repeats or drops samples still trains, so the mistake hides. The
 audit makes it visible: give it the ids each source (a rank, a worker, ``rank1/worker0``)
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..records.checkpoint import observation_name
+from ..streams.split import current_split
 
 
 def _ids(x) -> list[int]:
@@ -35,8 +36,6 @@ def worker_tag() -> str:
     delivered. The rank (shown when there is more than one) comes from an initialised
     ``torch.distributed``, else ``RANK``/``WORLD_SIZE``: the streams' own label, one rule.
     """
-    from ..streams.split import current_split
-
     return current_split().source
 
 

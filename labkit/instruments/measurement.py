@@ -1,4 +1,4 @@
-"""What a measurement holds: passes, rates, data-wait, spread; one definition of each (ch. 01)."""
+"""A measurement: passes, rates, data-wait, spread, each defined once (ch. 01-07, 12, 14)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..records.checkpoint import observation_name
 
 
 def rate(count: float, seconds: float) -> float:
@@ -138,8 +140,6 @@ class Measurement:
 
     def as_observations(self, name: str | None = None, config: dict | None = None) -> list:
         """Observations for a checkpoint record: samples/s, bytes/s, first batch, wait."""
-        from ..records.checkpoint import observation_name
-
         name = observation_name(name or self.name)
         cfg = {**self.config, **(config or {})}
         if self.step is not None:

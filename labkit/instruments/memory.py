@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..loading.loaders import shutdown, worker_processes
+
 
 @dataclass
 class WorkerMemory:
@@ -48,7 +50,6 @@ def worker_memory(loader, every: int = 4, name: str | None = None) -> WorkerMemo
     """
     import psutil
 
-    from ..loading.loaders import shutdown, worker_processes
 
     out = WorkerMemory(name or type(getattr(loader, "dataset", loader)).__name__)
     pids: list[int] = []

@@ -1,4 +1,4 @@
-"""Page-cache control for cold vs warm experiments: evict a file's pages (chapters 02, 11).
+"""Page-cache control for cold vs warm experiments: evict a file's pages (ch. 00-02, 11, 12, 16).
 
 A "cold" read is only cold if the file's pages are really gone from the page cache.
 :func:`evict_page_cache` asks the kernel to drop them (``posix_fadvise(DONTNEED)``, no root
@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from ..data.fixtures import source_files
+from .measurement import Measurement
+from .meter import measure
 
 _PROT_READ, _MAP_SHARED = 0x1, 0x01
 _MAP_FAILED = ctypes.c_void_p(-1).value
@@ -123,9 +125,6 @@ def measure_cold(make_loader, paths, *, repeats: int = 3, name: str | None = Non
     warm. The residency after each eviction goes into the measurement's config.
     """
     import gc
-
-    from .measurement import Measurement
-    from .meter import measure
 
     out = Measurement(name=name or "cold", config=dict(config or {}))
     left = []

@@ -1,4 +1,4 @@
-"""Shuffle quality: how far an order is from the stored order, measured three ways (chapter 08).
+"""Shuffle quality: how far an order is from the stored order, measured three ways (ch. 08, 14).
 
 A streaming loader cannot permute the whole dataset; it permutes shards and mixes samples
 through a buffer. How close does that get to a full permutation? Given the ids in the order

@@ -1,4 +1,4 @@
-"""Prefetchers: have the next batch ready before the training step asks for it (chapter 09).
+"""Prefetchers: have the next batch ready before the training step asks for it (ch. 09, 10, 13).
 
 * :class:`ThreadPrefetcher` runs any iterable in a background thread and keeps up to
   ``depth`` items queued. Good when the producer releases the GIL (file reads, decoders in

@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import shutil
 
+from ..loading.prefetchers import cuda_status
+
 #: What to install when torchcodec cannot find FFmpeg's libraries (printed by ``make lab``).
 FFMPEG_INSTALL = (
     "install FFmpeg's shared libraries (torchcodec loads them; FFmpeg 4-7): "
@@ -70,8 +72,6 @@ def spdl_status() -> tuple[bool, str]:
 
 def media_gpu_status(device=None) -> tuple[bool, str]:
     """``(True, detail)`` if torchcodec can decode on a CUDA device (NVDEC)."""
-    from ..loading.prefetchers import cuda_status
-
     ok, reason = cuda_status(device)
     if not ok:
         return False, f"NVDEC decode needs a CUDA GPU: {reason}"

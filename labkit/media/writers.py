@@ -19,8 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.writers import Writer
-from ..streams.split import shard_bounds
+from ..data.writers import Writer, register_writer, shard_bounds
 from .frames import synth_frame
 
 
@@ -188,3 +187,7 @@ class AudioWriter(Writer):
         _write_shards(dest, "audio", flac, spec["shards"], "flac")
         return {"files": items, "seconds": spec["seconds"],
                 "sample_rates": spec["sample_rates"]}, len(items)
+
+
+register_writer("video", VideoWriter())
+register_writer("audio", AudioWriter())

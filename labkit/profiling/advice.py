@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from ..instruments.tuning import suggest_loader
+
 #: A loop waiting for data more than this share of its time is loader-bound.
 LOADER_BOUND_WAIT = 0.25
 #: ... and less than this, with the loader this many times faster than the step: step-bound.
@@ -46,8 +48,6 @@ def suggest_knobs(bound, loader_bps, one_bps, step_bps, cpu_share, hs, cores, nw
     ``one_bps``: one process's batches/s (num_workers=0); ``nw``: the loader's num_workers
     (None: not a DataLoader); ``hs``: the data path's hotspots; ``p99``: a slow batch (s).
     """
-    from ..studies.tuning import suggest_loader
-
     top = (f"the data path's top hotspot is {hs[0].name} ({hs[0].where}, {hs[0].share:.0%} "
            "of its time)") if hs else "no hotspot stands out"
     if step_bps is None:

@@ -4,55 +4,32 @@ The tuning checklist as one procedure, for a loader the kit did not build: measu
 loader alone and against the step it must feed, decide what bounds the loop, profile the
 data path in this process (``num_workers=0``, cProfile) to name its hotspot, suggest knobs
 with :func:`lk.suggest_loader` (or say what no knob can fix), then apply the suggestion
-and measure again. ``labkit diagnose MODULE:FACTORY`` runs it from the command line.
+and measure again. ``labkit diagnose MODULE:FACTORY`` runs it from the command line
+(:mod:`labkit.tools.diagnose`).
 """
 
 from __future__ import annotations
 
 import gc
-import importlib
 import inspect
 import os
 import signal
-import sys
 import threading
 import warnings
 from pathlib import Path
-from typing import Any
 
+from ..instruments.measurement import rate
+from ..instruments.meter import measure, simulated_step
+from ..instruments.tuning import usable_cores
+from ..loading.loaders import shutdown, worker_processes
+from ..loading.processes import stop_processes
 from .advice import classify, cpu_available, startup_note, suggest_knobs
 from .diagnosis import DiagnoseError, Diagnosis
-
-
-def load_factory(spec: str):
-    """``"module:function"`` or ``"path/to/file.py:function"`` -> the function."""
-    module, sep, attr = spec.rpartition(":")
-    if not sep or not module or not attr:
-        raise DiagnoseError(f"{spec!r}: expected MODULE:FACTORY, e.g. mypkg.data:make_loader "
-                            "or path/to/train.py:make_loader")
-    if module.endswith(".py") or os.sep in module:
-        path = Path(module).resolve()
-        if not path.is_file():
-            raise DiagnoseError(f"{spec!r}: no file {path}")
-        # imported by its name from its folder, so spawn workers can import it too
-        sys.path.insert(0, str(path.parent))
-        module = path.stem
-    elif "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # like `python -m`: the current folder's modules
-    try:
-        mod = importlib.import_module(module)
-    except DiagnoseError:
-        raise
-    except BaseException as e:  # SyntaxError, SystemExit from a script's top level, ...
-        raise DiagnoseError(f"{spec!r}: importing {module!r} failed: "
-                            f"{type(e).__name__}: {e}") from e
-    fn = getattr(mod, attr, None)
-    if fn is None:
-        raise DiagnoseError(f"{spec!r}: module {module!r} has no {attr!r}")
-    if not callable(fn):
-        raise DiagnoseError(f"{spec!r}: {attr!r} is a {type(fn).__name__}, not a callable "
-                            "returning a loader")
-    return fn
+from .hotspots import profile_in_process
+from .lanes import timeline_png
+from .rebuild import rebuild_loader
+from .sampling import pyspy_status, sample_workers
+from .timeline import record_timeline
 
 
 class _Limit:
@@ -80,8 +57,6 @@ class _Limit:
 
 
 def _batches_per_s(m) -> float:
-    from ..instruments.measurement import rate
-
     p = m.passes[0]
     if p.batches > 1 and p.steady_s > 0:
         return rate(p.batches - 1, p.steady_s)
@@ -110,14 +85,6 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
         cores: the cores workers may use (default :func:`lk.usable_cores`).
     """
     from torch.utils.data import DataLoader
-
-    from ..instruments.measurement import rate
-    from ..instruments.meter import measure, simulated_step
-    from ..loading.loaders import shutdown, worker_processes
-    from ..loading.processes import stop_processes
-    from ..studies.tuning import usable_cores
-    from .hotspots import profile_in_process
-    from .rebuild import rebuild_loader
 
     target = target or getattr(factory, "__qualname__", repr(factory))
     if batches < 2:
@@ -235,8 +202,6 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
 
 def _sample_workers(loader, step) -> tuple[list, str]:
     """The workers' innermost frames by share (py-spy, one second), or why there are none."""
-    from .sampling import pyspy_status, sample_workers
-
     ok, why = pyspy_status()
     if not ok:
         return [], f"not sampled: {why}; the in-process profile above stands in for them"
@@ -268,9 +233,6 @@ def _apply(factory, obj, knobs, rebuild_loader):
 
 
 def _timeline(obj, is_dl, step, batches, path, target) -> str:
-    from .lanes import timeline_png
-    from .timeline import record_timeline
-
     if not is_dl:
         return f"not drawn: {target}() returns a {type(obj).__name__}, not a DataLoader"
     tl = record_timeline(obj, step=step, max_batches=min(batches, 40), name=target)
@@ -278,12 +240,3 @@ def _timeline(obj, is_dl, step, batches, path, target) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(timeline_png(tl))
     return str(path)
-
-
-def run_diagnose(spec: str, **kw: Any) -> Diagnosis:
-    """:func:`diagnose` on ``"module:factory"`` (what ``labkit diagnose`` runs)."""
-    limit = _Limit(kw.get("time_limit_s", 120), spec)
-    with limit:
-        limit.phase = f"importing {spec.rpartition(':')[0]!r}"
-        factory = load_factory(spec)
-    return diagnose(factory, target=spec, **kw)

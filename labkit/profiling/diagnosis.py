@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import LabkitError
+from ..records.checkpoint import observation_name
 from .hotspots import Hotspot
 
 
@@ -45,8 +46,6 @@ class Diagnosis:
 
     def as_observations(self, name: str | None = None, config: dict | None = None) -> list:
         """Observations for a checkpoint: rates, wait fraction, the bound (``ckpt.add``)."""
-        from ..records.checkpoint import observation_name
-
         n = observation_name(name or f"diagnose.{self.target}")
         cfg = {"num_workers": self.num_workers, **(config or {})}
         obs = [{"name": f"{n}.bound", "value": self.bound, "unit": "", "config": cfg,

@@ -8,6 +8,8 @@ a loop lane mostly red is a loop waiting for data (the loader is the bound).
 
 from __future__ import annotations
 
+from ..display.figures import agg_figure, done, png_bytes, subplots
+
 COLORS = {"fetch": "#4C72B0", "collate": "#DD8452", "wait": "#C44E52", "step": "#55A868"}
 
 
@@ -15,7 +17,6 @@ def draw_lanes(tl, ax=None, title: str | None = None):
     """Draw ``tl`` (a :class:`Timeline`) on ``ax`` (new figure if None); return the figure."""
     from matplotlib.patches import Patch
 
-    from ..display.figures import done, subplots
 
     own = ax is None
     if own:
@@ -49,8 +50,6 @@ def draw_lanes(tl, ax=None, title: str | None = None):
 
 def timeline_png(tl, title: str | None = None) -> bytes:
     """The lanes of ``tl`` as PNG bytes (off pyplot: safe from any thread, for files)."""
-    from ..display.figures import agg_figure, png_bytes
-
     fig = agg_figure(figsize=(10, 1.2 + 0.45 * (len({b["worker"] for b in tl.batches}) + 1)))
     ax = fig.add_subplot()
     draw_lanes(tl, ax=ax, title=title)
@@ -60,8 +59,6 @@ def timeline_png(tl, title: str | None = None) -> bytes:
 
 def plot_timelines(timelines, titles=None):
     """Several timelines stacked, one panel each, on a shared time axis (chapter 13)."""
-    from ..display.figures import done, subplots
-
     lanes = [len({b["worker"] for b in t.batches}) + 1 for t in timelines]
     fig, axes = subplots(len(timelines), 1, sharex=True, squeeze=False,
                          figsize=(10, 0.8 * len(timelines) + 0.45 * sum(lanes)),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader, IterableDataset
 
+from ..loading.loaders import make_loader
+
 #: The knobs :func:`rebuild_loader` may change; anything else is kept from the original.
 KNOBS = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
 
@@ -20,8 +22,6 @@ def rebuild_loader(loader: DataLoader, *, dataset=None, collate_fn=None, **knobs
     The batches are the same: the original's batch sampler (or sampler and batch size)
     and its worker_init_fn, generator and start method are reused.
     """
-    from ..loading.loaders import make_loader
-
     bad = set(knobs) - set(KNOBS)
     if bad:
         raise TypeError(f"rebuild_loader() cannot change {sorted(bad)}; knobs: {', '.join(KNOBS)}")

@@ -20,7 +20,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .hotspots import Hotspot
+from ..display.figures import done, subplots
+from ..loading.loaders import shutdown, worker_processes
+from .hotspots import Hotspot, profile_in_process
+from .rebuild import rebuild_loader
 
 _status: dict = {}
 
@@ -91,8 +94,6 @@ class WorkerSample:
 
     def plot(self, title: str | None = None, min_share: float = 0.01):
         """A flame graph (icicle: callers on top) of the sampled stacks."""
-        from ..display.figures import done, subplots
-
         fig, ax = subplots(figsize=(10, 4))
         total = self.samples or 1
         tree: dict = {}
@@ -141,10 +142,6 @@ def sample_workers(loader, *, seconds: float = 2.0, step=None, rate: int = 100,
     workers, the data path is profiled in this process instead (``fallback``), and
     ``how`` says why.
     """
-    from ..loading.loaders import shutdown, worker_processes
-    from .hotspots import profile_in_process
-    from .rebuild import rebuild_loader
-
     ok, why = pyspy_status()
     if not ok or getattr(loader, "num_workers", 0) == 0:
         reason = why if not ok else "the loader has no workers"

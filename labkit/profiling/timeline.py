@@ -24,6 +24,11 @@ from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset, default_collate, get_worker_info
 
+from ..instruments.measurement import wait_fraction
+from ..loading.loaders import shutdown
+from .lanes import draw_lanes
+from .rebuild import rebuild_loader
+
 clock = time.perf_counter
 # Per process (each worker has its own copy): when the batch being made started, and how
 # many batches this process has finished. Set by the dataset wrapper, read by the collate one.
@@ -93,8 +98,6 @@ class _TimedCollate:
 
 def timed_loader(loader: DataLoader, log_dir: str, **knobs):
     """A copy of ``loader`` whose workers stamp every batch into ``log_dir`` (see the module)."""
-    from .rebuild import rebuild_loader
-
     ds = loader.dataset
     timed = _TimedIterable(ds) if isinstance(ds, IterableDataset) else _TimedMap(ds)
     collate = _TimedCollate(loader.collate_fn or default_collate, log_dir)
@@ -126,8 +129,6 @@ class Timeline:
     @property
     def wait_fraction(self) -> float:
         """Data-wait over loop time after the first batch (the meter's definition)."""
-        from ..instruments.measurement import wait_fraction
-
         if len(self.loop) < 2:
             return float("nan")
         return wait_fraction(self.wait_s, self.loop[-1]["done"] - self.loop[0]["done"])
@@ -155,8 +156,6 @@ class Timeline:
 
     def plot(self, ax=None, title: str | None = None):
         """Lanes: one per worker (fetch, collate), and the loop (wait, step). Returns the figure."""
-        from .lanes import draw_lanes
-
         return draw_lanes(self, ax=ax, title=title)
 
 
@@ -167,8 +166,6 @@ def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = 
     ``step`` is called with every batch (a train step, or :func:`lk.simulated_step`).
     The copy's workers are stopped before returning.
     """
-    from ..loading.loaders import shutdown
-
     log_dir = tempfile.mkdtemp(prefix="labkit-timeline-")
     _state.update(start=None, seq=0)  # num_workers=0 stamps in this process; fork copies it
     _state.pop("end", None)

@@ -17,6 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..instruments.measurement import wait_fraction
+from ..loading.loaders import shutdown
+
 #: The prefix torch gives the span of every ``next()`` on a DataLoader iterator.
 DATA_SPAN = "enumerate(DataLoader)"
 
@@ -35,8 +38,6 @@ class TraceSummary:
 
     @property
     def data_wait_fraction(self) -> float:
-        from ..instruments.measurement import wait_fraction
-
         return wait_fraction(self.data_wait_ms, self.window_ms)
 
     @property
@@ -87,7 +88,6 @@ def profile_loop(loader, step, *, wait: int = 1, warmup: int = 1, active: int = 
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-    from ..loading.loaders import shutdown
 
     labels = dict(labels or {})
     acts = [ProfilerActivity.CPU]
@@ -139,7 +139,6 @@ def profiler_overhead(loader, step, batches: int, repeats: int = 2) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from ..loading.loaders import shutdown
 
     def loop(profiled: bool) -> float:
         it = iter(loader)

@@ -282,3 +282,29 @@ def summary(record: dict, path=None) -> str:
         lines.append(f"written to {path}")
         lines.append(f"compare with: labkit report {Path(path).parent}")
     return "\n".join(lines)
+
+
+def load_records(dirs) -> list[dict]:
+    """Read every ``*.json`` record under the folders (recursive), oldest first.
+
+    Each record gains ``_source`` (its file) and ``_folder`` (the folder it was found in).
+
+    Raises:
+        RecordError: a folder is missing or holds no records, or a record is invalid.
+    """
+    dirs = [dirs] if isinstance(dirs, (str, Path)) else list(dirs)
+    if not dirs:
+        raise RecordError("no records folder given")
+    records, seen = [], set()
+    for d in map(Path, dirs):
+        if not d.exists():
+            raise RecordError(f"records folder {d} does not exist")
+        files = [d] if d.is_file() else sorted(d.rglob("*.json"))
+        if not files:
+            raise RecordError(f"{d} holds no checkpoint records (*.json); run a chapter's "
+                              "checkpoint cell first, or point at the folder LABKIT_RECORDS names")
+        for f in files:
+            if f.resolve() not in seen:
+                seen.add(f.resolve())
+                records.append({**read_checkpoint(f), "_source": str(f), "_folder": str(d)})
+    return sorted(records, key=lambda r: str(r["created"]))

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import paths
 from ..errors import RecordError
-from .checkpoint import format_value
+from .checkpoint import format_value, load_records
 
 
 @dataclass(frozen=True)
@@ -154,9 +155,6 @@ def decision_table(records=None, *, records_dir=None, scale: str | None = None) 
         record (or no such observation) exists, and ``text`` says which chapter to run.
     """
     if records is None:
-        from .. import paths
-        from .report import load_records
-
         try:
             records = load_records(Path(records_dir) if records_dir else paths.records_dir())
         except RecordError:

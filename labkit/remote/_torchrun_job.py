@@ -19,6 +19,11 @@ import sys
 import time
 from pathlib import Path
 
+from labkit.data.datasets import MemmapRows
+from labkit.data.fixtures import fixture
+from labkit.loading.loaders import make_loader, shutdown
+from labkit.streams.arrays import ShardStream, deliveries
+
 
 def _ids(batch) -> list[int]:
     ids = batch["id"] if isinstance(batch, dict) else batch[1]
@@ -28,7 +33,6 @@ def _ids(batch) -> list[int]:
 def _sampler_epochs(ds, cfg, rank, world, set_epoch: bool) -> list[list[int]]:
     from torch.utils.data.distributed import DistributedSampler
 
-    from labkit.loading.loaders import make_loader
 
     sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=0)
     epochs = []
@@ -43,8 +47,6 @@ def _sampler_epochs(ds, cfg, rank, world, set_epoch: bool) -> list[list[int]]:
 
 def _uneven_steps(stream, cfg, policy: str, dist, torch) -> dict:
     """Train-like loop with one all_reduce per batch; ``policy`` evens the step counts."""
-    from labkit.loading.loaders import make_loader
-
     def batches():
         return make_loader(stream, batch_size=cfg["batch_size"], num_workers=cfg["num_workers"])
 
@@ -70,8 +72,6 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch) -> dict:
                     done += 1
                     last = time.perf_counter()
             finally:
-                from labkit.loading.loaders import shutdown
-
                 shutdown(it)
             if policy != "pad":
                 break  # only padding cycles back to the start of this rank's data
@@ -84,8 +84,6 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch) -> dict:
 
 
 def _counting(loader):
-    from labkit.loading.loaders import shutdown
-
     it = iter(loader)
     try:
         yield from it
@@ -97,30 +95,27 @@ def main() -> None:
     import torch
     import torch.distributed as dist
 
-    import labkit as lk
-    from labkit.streams.arrays import deliveries
-
     cfg = json.loads(Path(sys.argv[1]).read_text())
     timeout = datetime.timedelta(seconds=float(cfg.get("pg_timeout_s", 60)))
     dist.init_process_group("gloo", timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     out: dict = {"rank": rank, "world_size": world}
-    shards_fx = lk.fixture("array_shards", cfg["scale"], progress=False)
+    shards_fx = fixture("array_shards", cfg["scale"], progress=False)
     uneven = cfg.get("uneven_shards", [0, 1, 2])
     try:
         if cfg["job"] == "sharding":
-            rows = lk.MemmapRows(lk.fixture("array", cfg["scale"], progress=False))
+            rows = MemmapRows(fixture("array", cfg["scale"], progress=False))
             out["sampler_set_epoch"] = _sampler_epochs(rows, cfg, rank, world, True)
             out["sampler_no_set_epoch"] = _sampler_epochs(rows, cfg, rank, world, False)
             for split in ("rank_worker", "worker"):
-                ds = lk.ShardStream(shards_fx, split=split, tag=True)
-                out[split] = deliveries(lk.make_loader(ds, batch_size=cfg["batch_size"],
+                ds = ShardStream(shards_fx, split=split, tag=True)
+                out[split] = deliveries(make_loader(ds, batch_size=cfg["batch_size"],
                                                        num_workers=cfg["num_workers"]))
             for policy in ("drop", "pad"):
-                ds = lk.ShardStream(shards_fx, shards=uneven, tag=True)
+                ds = ShardStream(shards_fx, shards=uneven, tag=True)
                 out[f"uneven_{policy}"] = _uneven_steps(ds, cfg, policy, dist, torch)
         if cfg["job"] == "hang" or cfg.get("then_hang"):  # last: a timeout breaks the group
-            ds = lk.ShardStream(shards_fx, shards=uneven, tag=True)
+            ds = ShardStream(shards_fx, shards=uneven, tag=True)
             out["uneven_none"] = _uneven_steps(ds, cfg, "none", dist, torch)
             t0 = time.perf_counter()
             out["barrier_error"] = None

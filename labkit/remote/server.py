@@ -1,4 +1,4 @@
-"""A loopback HTTP server over a folder: a remote store taught offline (chapters 06, 07).
+"""A loopback HTTP server over a folder: a remote store taught offline (chapters 06, 07, 14).
 
 :func:`serve` starts a ``ThreadingHTTPServer`` on ``127.0.0.1`` (never another interface) on
 a free port and serves the files of one folder with ``GET``/``HEAD`` and single byte ranges

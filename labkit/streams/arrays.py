@@ -1,4 +1,4 @@
-"""IterableDatasets over array shards: the duplicate-samples trap and its fixes (chapter 03).
+"""IterableDatasets over array shards: the duplicate-samples trap and its fixes (chapters 03-05).
 
 An ``IterableDataset`` is copied into every DataLoader worker (and every rank runs its own
 loader). Unless each copy picks its own part, every worker yields everything: N workers,
@@ -16,8 +16,10 @@ import torch
 from torch.utils.data import get_worker_info
 
 from ..data.datasets import open_array
+from ..data.writers import shard_bounds
 from ..errors import DataFormatError
-from .split import SplitStream, shard_bounds
+from ..loading.loaders import shutdown
+from .split import SplitStream
 
 
 def _piece(lo: int, hi: int, part: int, parts: int) -> tuple[int, int]:
@@ -140,8 +142,6 @@ def deliveries(loader) -> list[tuple[str, list[int]]]:
     Feed the result to ``lk.audit(pairs, expected)``. The iterator is shut down at the end,
     so no worker is left behind even if iteration fails.
     """
-    from ..loading.loaders import shutdown
-
     out: dict[str, list[int]] = {}
     it = iter(loader)
     try:

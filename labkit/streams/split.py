@@ -5,8 +5,11 @@ is copied into each of them and must itself pick its part. The rule used through
 kit: the *global worker* ``g = rank * num_workers + worker`` of ``world_size * num_workers``
 takes items ``g, g + total, g + 2 * total, ...``. Introduced in chapter 03 (workers) and
 chapter 04 (ranks). :class:`SplitStream` is that rule, the per-epoch seeded order and
-``set_epoch`` written once; every stream in the kit derives from it. :func:`shard_bounds`
-is the one way the kit cuts ``n`` items into contiguous pieces.
+``set_epoch`` written once; every stream in the kit derives from it. :class:`ResumableStream`
+adds the one shuffle buffer (:mod:`labkit.streams.buffer`) and the one resume state of the
+streams that resume (tar shards, chapter 08; shards in a bucket, chapter 14).
+:func:`~labkit.data.writers.shard_bounds` (the fixtures' cut) is the one way the kit cuts
+``n`` items into contiguous pieces.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import NamedTuple
 
 import numpy as np
 from torch.utils.data import IterableDataset
+
+from .buffer import shuffle_buffer
 
 
 class Place(NamedTuple):
@@ -74,17 +79,6 @@ def assign(items: int, rank: int, world_size: int, worker: int, num_workers: int
     """The item indices (shards, row groups) one global worker reads: a strided range."""
     g = rank * num_workers + worker
     return range(g, items, world_size * num_workers)
-
-
-def shard_bounds(n: int, parts: int) -> list[int]:
-    """Where ``n`` items cut into ``parts`` contiguous pieces: ``parts + 1`` bounds.
-
-    Piece ``p`` is ``bounds[p]:bounds[p + 1]``; sizes differ by at most 1. The one cut in
-    the kit: fixture shards, bake-off shards and :class:`~labkit.RowRange`'s worker pieces.
-    """
-    if parts < 1:
-        raise ValueError(f"parts={parts}: need at least one piece")
-    return [p * n // parts for p in range(parts + 1)]
 
 
 class SplitStream(IterableDataset):
@@ -148,6 +142,70 @@ class SplitStream(IterableDataset):
         if self.split == "worker":
             return [order[i] for i in assign(units, 0, 1, p.worker, p.num_workers)]
         return order
+
+
+class ResumableStream(SplitStream):
+    """A :class:`SplitStream` with a shuffle buffer and exact resume (chapters 08, 14).
+
+    The state is small and replayable (STYLE 15): ``(seed, epoch)`` fix the order, so a
+    checkpoint needs only how many samples this copy has yielded, plus a fingerprint
+    (:meth:`fingerprint`: the shard count, the buffer size) that refuses a changed stream.
+    A subclass's ``__iter__`` starts with ``skip = self.resume_point()``, drops the first
+    ``skip`` samples of its epoch order (without reading them where it can), and passes what
+    it yields through :meth:`counted`. ``state_dict`` / ``load_state_dict`` follow
+    torchdata's ``Stateful`` protocol, so ``StatefulDataLoader`` checkpoints it per worker.
+    """
+
+    def __init__(self, *, buffer_size: int = 0, **kw):
+        super().__init__(**kw)
+        self.buffer_size = buffer_size
+        self._yielded = 0        # samples this process's current iterator has yielded
+        self._skip = 0           # samples to skip at the next __iter__ (set by a resume)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch: a new shard and buffer permutation, the same for the same seed.
+
+        A new epoch starts from its beginning (a resume's skip count belongs to the epoch
+        it was saved in); setting the same epoch again keeps a pending resume.
+        """
+        if int(epoch) != self.epoch:
+            self._yielded = self._skip = 0
+        super().set_epoch(epoch)
+
+    def buffered(self, items, place: Place):
+        """``items`` through the shuffle buffer, seeded by ``(seed, epoch, slot)``."""
+        if self.buffer_size <= 1:
+            return iter(items)  # no buffer, no generator (``seed`` may be None)
+        return shuffle_buffer(items, self.buffer_size, self.rng(place.slot, 1))
+
+    def fingerprint(self) -> dict:
+        """What must match for a state to apply: the subclass adds its shard count."""
+        return {"seed": self.seed, "buffer_size": self.buffer_size}
+
+    def resume_point(self) -> int:
+        """Samples of this epoch's order to skip now (a pending resume's), once."""
+        skip, self._skip = self._skip, 0
+        self._yielded = skip
+        return skip
+
+    def counted(self, samples):
+        """Yield ``samples``, counting them for :meth:`state_dict`."""
+        for sample in samples:
+            self._yielded += 1
+            yield sample
+
+    def state_dict(self) -> dict:
+        """Where this process's iterator stands: enough to continue exactly there."""
+        return {"epoch": self.epoch, "yielded": self._yielded, **self.fingerprint()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict` at the next ``iter()`` (same shards and knobs)."""
+        mine = self.fingerprint()
+        theirs = {k: state.get(k) for k in mine}
+        if theirs != mine:
+            raise ValueError(f"state is for a different stream: {theirs}, this one is {mine}")
+        self.epoch, self._skip = int(state["epoch"]), int(state["yielded"])
+        self._yielded = self._skip  # state_dict() before the next iter() says the same
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""A resumable stream over WebDataset tar shards: the kit's own streaming dataset (chapter 08).
+"""A resumable stream over WebDataset tar shards: the kit's own streaming dataset (chapters 06, 08).
 
 :class:`TarShardStream` is what the libraries of chapters 06-07 do, small enough to read in one
 sitting: shards are split over ``rank x worker`` slots, shuffled per epoch at shard level and
@@ -22,7 +22,8 @@ import torch
 
 from ..data.fixtures import source_files
 from ..errors import DataFormatError
-from .split import Place, SplitStream
+from .buffer import shuffle_buffer
+from .split import Place, ResumableStream
 
 
 def shard_files(source) -> list[Path]:
@@ -90,27 +91,11 @@ class split_by_rank:  # noqa: N801 - used like webdataset's split_by_node functi
 
 
 def buffer_order(positions: list, buffer_size: int, rng: np.random.Generator) -> list:
-    """The order a shuffle buffer of ``buffer_size`` gives a stream (webdataset's algorithm).
-
-    Fill the buffer; then for every new item, emit a random buffered one and put the new one
-    in its place; drain in random order at the end.
-    """
-    if buffer_size <= 1:
-        return list(positions)
-    buf, out = [], []
-    for p in positions:
-        if len(buf) < buffer_size:
-            buf.append(p)
-            continue
-        k = int(rng.integers(len(buf)))
-        out.append(buf[k])
-        buf[k] = p
-    while buf:
-        out.append(buf.pop(int(rng.integers(len(buf)))))
-    return out
+    """The order a shuffle buffer of ``buffer_size`` gives a list (:func:`shuffle_buffer`)."""
+    return list(shuffle_buffer(positions, buffer_size, rng))
 
 
-class TarShardStream(SplitStream):
+class TarShardStream(ResumableStream):
     """Samples from tar shards, split over ``rank x worker``, shuffled, exactly resumable.
 
     Each sample is ``{"id", "label", "features"}`` (the ``.npy`` array, float32). Shards go
@@ -131,22 +116,11 @@ class TarShardStream(SplitStream):
 
     def __init__(self, source, *, seed: int = 0, shuffle_shards: bool = True,
                  buffer_size: int = 0, rank: int | None = None, world_size: int | None = None):
-        super().__init__(seed=int(seed), rank=rank, world_size=world_size)
+        super().__init__(seed=int(seed), rank=rank, world_size=world_size,
+                         buffer_size=buffer_size)
         self.shards = shard_files(source)
-        self.shuffle_shards, self.buffer_size = shuffle_shards, buffer_size
+        self.shuffle_shards = shuffle_shards
         self._index: dict[int, list] = {}
-        self._yielded = 0        # samples this process's current iterator has yielded
-        self._skip = 0           # samples to skip at the next __iter__ (set by a resume)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch: a new shard and buffer permutation, the same for the same seed.
-
-        A new epoch starts from its beginning (a resume's skip count belongs to the epoch
-        it was saved in); setting the same epoch again keeps a pending resume.
-        """
-        if int(epoch) != self.epoch:
-            self._yielded = self._skip = 0
-        super().set_epoch(epoch)
 
     @property
     def shuffled(self) -> bool:
@@ -162,7 +136,7 @@ class TarShardStream(SplitStream):
         """This slot's ``(shard, index-in-shard)`` positions for the epoch, in yield order."""
         positions = [(s, k) for s in self.share(len(self.shards), place)
                      for k in range(len(self._shard_index(s)))]
-        return buffer_order(positions, self.buffer_size, self.rng(place.slot, 1))
+        return list(self.buffered(positions, place))
 
     def _read(self, s: int, k: int, fh) -> dict:
         key, members = self._shard_index(s)[k]
@@ -188,32 +162,20 @@ class TarShardStream(SplitStream):
 
     def __iter__(self):
         order = self._positions(self.place())
-        skip, self._skip = self._skip, 0
-        self._yielded = skip
+        yield from self.counted(self._reads(order[self.resume_point():]))
+
+    def _reads(self, positions):
         current, fh = None, None  # one shard open at a time
         try:
-            for s, k in order[skip:]:
+            for s, k in positions:
                 if s != current:
                     if fh is not None:
                         fh.close()
                     current, fh = s, open(self.shards[s], "rb")
-                sample = self._read(s, k, fh)
-                self._yielded += 1
-                yield sample
+                yield self._read(s, k, fh)
         finally:
             if fh is not None:
                 fh.close()
 
-    def state_dict(self) -> dict:
-        """Where this process's iterator stands: enough to continue exactly there."""
-        return {"seed": self.seed, "epoch": self.epoch, "yielded": self._yielded,
-                "buffer_size": self.buffer_size, "shards": len(self.shards)}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Continue from :meth:`state_dict` at the next ``iter()`` (same shards and knobs)."""
-        mine = {"seed": self.seed, "buffer_size": self.buffer_size, "shards": len(self.shards)}
-        theirs = {k: state.get(k) for k in mine}
-        if theirs != mine:
-            raise ValueError(f"state is for a different stream: {theirs}, this one is {mine}")
-        self.epoch, self._skip = int(state["epoch"]), int(state["yielded"])
-        self._yielded = self._skip  # state_dict() before the next iter() says the same
+    def fingerprint(self) -> dict:
+        return {**super().fingerprint(), "shards": len(self.shards)}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.writers import Writer, register_writer
 from ..errors import DataFormatError
 
 EOS = "<|endoftext|>"
@@ -211,3 +212,19 @@ def open_tokens(source, *, dtype=None, vocab: int | None = None, offsets=None,
     if sources is None:
         sources = np.zeros(len(offsets) - 1, np.uint8)
     return TokenCorpus(path, tokens, offsets, sources, int(vocab), int(eos), tuple(names))
+
+
+class CorpusWriter(Writer):
+    """Chapter 11's text corpus, its BPE tokenizer and the flat token file (labkit.tokens)."""
+
+    portable = False  # the token bytes depend on the tokenizers version that trained the BPE
+    required = ("seed", "docs", "vocab", "context", "sources", "lexicon", "zipf", "max_words")
+
+    def estimate_bytes(self, spec):
+        return spec["docs"] * 400  # ~200 tokens of 2 bytes per document, on average
+
+    def write(self, spec, dest, update):
+        return write_corpus(spec, dest, update)
+
+
+register_writer("corpus", CorpusWriter())

@@ -1,0 +1,139 @@
+"""The bake-off run: each adapter measured with one step, audited, against the baseline (ch. 16)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ...instruments.audits import Audit
+from ...instruments.measurement import Measurement
+from ...loading.loaders import shutdown
+from ..pipeline import epoch_rate, measure_audited
+from .adapters import ADAPTERS, get_adapter, loader_names, probe_loader
+from .data import BakeoffData, ensure_format
+
+
+@dataclass
+class BakeoffResult:
+    """One row of the bake-off: a measured loader, or a skipped one and why."""
+
+    name: str
+    library: str
+    version: str | None
+    num_workers: int
+    measurement: Measurement | None = None
+    audit: Audit | None = None
+    skipped: str | None = None
+    error: str | None = None
+    ratio: float | None = None
+    conversion_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.measurement is not None
+
+    @property
+    def samples_per_s(self) -> float | None:
+        return epoch_rate(self.measurement) if self.measurement else None
+
+    def as_dict(self) -> dict:
+        m = self.measurement
+        return {
+            "loader": self.name, "library": self.library, "version": self.version,
+            "num_workers": self.num_workers,
+            "samples_per_s": None if m is None else round(self.samples_per_s, 1),
+            "steady_samples_per_s": None if m is None else round(m.samples_per_s, 1),
+            "ratio_vs_torch_map": None if self.ratio is None else round(self.ratio, 3),
+            "first_batch_s": None if m is None else round(m.first_batch_s, 4),
+            "exactly_once": None if self.audit is None else self.audit.ok,
+            "conversion_s": None if self.conversion_s is None else round(self.conversion_s, 3),
+            "skipped": self.skipped, "error": self.error,
+        }
+
+
+def _run_one(name: str, label: str, data: BakeoffData, step: Callable, batch_size: int,
+             num_workers: int, decoder: str, repeats: int, warmup: int) -> BakeoffResult:
+    a = get_adapter(name)
+    ok, why = probe_loader(a)
+    r = BakeoffResult(label, a.dist, why if ok else None, num_workers)
+    if not ok:
+        r.skipped = why
+        return r
+    fmt = a.fmt
+    loader = None
+    try:
+        if fmt is not None:
+            ensure_format(data, fmt)
+            r.conversion_s = data.conversion_s[fmt]
+        loader = a.build(data, batch_size, num_workers, decoder)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. more workers than cores / shards
+            r.measurement, r.audit = measure_audited(
+                lambda: loader, step, [i for i, _, _ in data.rows], repeats=repeats,
+                warmup=warmup, name=label,
+                config={"num_workers": num_workers, "batch_size": batch_size})
+    except Exception as e:  # noqa: BLE001 - one broken library must not stop the rest
+        if name == ADAPTERS[0].name:
+            raise
+        r.error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:160]}"
+    finally:
+        shutdown(loader)
+    return r
+
+
+#: The name of the baseline's second measurement, at the end of a run.
+AGAIN = " (again)"
+
+
+def run_bakeoff(data: BakeoffData, step: Callable, *, names=None, batch_size: int = 32,
+                num_workers: int = 2, decoder: str = "pil", repeats: int = 2, warmup: int = 1,
+                recheck_baseline: bool = True) -> list[BakeoffResult]:
+    """Measure every adapter (or ``names``) over ``data`` with the same step; audit each.
+
+    The torch map-style baseline is measured first, in the same run, and with
+    ``recheck_baseline`` once more at the end (``"torch map-style (again)"``): every ratio
+    is against the mean of the two, so a machine that got busier or quieter during the run
+    (other programs, thermal limits) shows up as the two baseline rows disagreeing instead
+    of favouring whichever loaders ran in the quiet part. A library that is absent is
+    skipped with its reason; one that fails while running is reported with its error, and
+    the bake-off goes on.
+    """
+    wanted = list(names) if names is not None else loader_names()
+    baseline = ADAPTERS[0].name
+    order = [(baseline, baseline)] + [(n, n) for n in wanted if n != baseline]
+    if recheck_baseline and len(order) > 1:
+        order.append((baseline, baseline + AGAIN))
+    results: list[BakeoffResult] = []
+    for name, label in order:
+        results.append(_run_one(name, label, data, step, batch_size, num_workers, decoder,
+                                repeats, warmup))
+    bases = [r.samples_per_s for r in results if r.name.startswith(baseline)]
+    base = sum(bases) / len(bases)
+    for r in results:
+        if r.ok:
+            r.ratio = r.samples_per_s / base
+    return results
+
+
+def format_bakeoff(results: list[BakeoffResult]) -> str:
+    """A text table: library, version, samples/s, x torch map-style, first batch, audit."""
+    head = (f"{'loader':<25}{'library':<20}{'version':<12}{'samples/s':>10}{'x map':>7}"
+            f"{'first ms':>9}  exactly once")
+    lines = [head, "-" * len(head)]
+    for r in results:
+        if r.ok:
+            lines.append(f"{r.name:<25}{r.library:<20}{r.version or '':<12}"
+                         f"{r.samples_per_s:>10,.0f}{r.ratio:>7.2f}"
+                         f"{r.measurement.first_batch_s * 1e3:>9.0f}  "
+                         f"{'ok' if r.audit.ok else 'NO: ' + _audit_line(r.audit)}")
+        else:
+            why = f"skipped: {r.skipped}" if r.skipped else f"failed: {r.error}"
+            lines.append(f"{r.name:<25}{r.library:<20}{'':<12}{why}")
+    return "\n".join(lines)
+
+
+def _audit_line(a: Audit) -> str:
+    return f"{a.duplicates} duplicates, {a.missing} missing"
+
+

@@ -1,0 +1,162 @@
+"""Resume trials: stop a loader mid-epoch, restore it, count what went wrong (ch. 07, 08, 11).
+
+A resumed epoch should deliver exactly the samples the uninterrupted epoch delivers, in the
+same order. :func:`resume_trial` runs the epoch three ways (uninterrupted, resumed once,
+resumed twice), pickles every saved state on the way (a real restart only keeps bytes), and
+counts lost and duplicated samples against the uninterrupted run. Introduced in chapter 08;
+the contract test ``check_resume`` asserts on it for every resumable dataset.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..loading.loaders import shutdown
+from ..records.checkpoint import observation_name
+from .audits import _ids
+
+
+def default_ids(batch) -> list[int]:
+    """Sample ids of a batch: ``batch["id"]`` for a dict, else ``batch[1]``."""
+    if isinstance(batch, dict):
+        return _ids(batch["id"])
+    return _ids(batch[1])
+
+
+@dataclass(frozen=True)
+class ResumeRun:
+    """One way through the epoch: the ids delivered, and how they differ from the reference."""
+
+    name: str
+    ids: tuple[int, ...]
+    lost: int        # reference deliveries that never came
+    duplicated: int  # deliveries beyond what the reference delivered
+    same_order: bool
+    error: str | None = None  # what the resumed loader raised (``record_errors=True``)
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.duplicated == 0 and self.same_order and not self.error
+
+
+@dataclass(frozen=True)
+class ResumeTrial:
+    """The result of :func:`resume_trial`: one :class:`ResumeRun` per way through the epoch."""
+
+    name: str
+    stops: tuple[int, ...]
+    runs: tuple[ResumeRun, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.runs)
+
+    def rows(self) -> list[dict]:
+        return [{"loader": self.name, "run": r.name, "delivered": len(r.ids), "lost": r.lost,
+                 "duplicated": r.duplicated, "same_order": r.same_order, "error": r.error}
+                for r in self.runs]
+
+    def as_observations(self, name: str | None = None, config: dict | None = None) -> list:
+        """Observations for a checkpoint record (``ckpt.add(trial)``): samples ``lost`` and
+        ``duplicated`` per run, the loader and run in each observation's config."""
+        name = observation_name(name or "resume")
+        obs = []
+        for r in self.runs:
+            cfg = {"loader": self.name, "run": r.name, **(config or {})}
+            obs += [{"name": f"{name}.lost", "value": r.lost, "unit": "samples",
+                     "config": cfg, "note": r.error},
+                    {"name": f"{name}.duplicated", "value": r.duplicated, "unit": "samples",
+                     "config": cfg, "note": None}]
+        return obs
+
+    def table(self, header: bool = True) -> str:
+        """Fixed-width, deterministic for a deterministic loader."""
+        return format_resume_table([self], header=header)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def format_resume_table(trials, header: bool = True) -> str:
+    """One table for several :class:`ResumeTrial` s (the chapter 08 resume table)."""
+    rows = [row for t in trials for row in t.rows()]
+    width = max([len("loader")] + [len(r["loader"]) for r in rows])
+    head = (f"{'loader':<{width}}  {'run':<15} {'delivered':>9} {'lost':>6} "
+            f"{'duplicated':>10}  same order")
+    lines = [head, "-" * len(head)] if header else []
+    for r in rows:
+        lines.append(f"{r['loader']:<{width}}  {r['run']:<15} {r['delivered']:>9} "
+                     f"{r['lost']:>6} {r['duplicated']:>10}  "
+                     f"{'yes' if r['same_order'] else 'no'}"
+                     + (f"  ({r['error']})" if r.get("error") else ""))
+    return "\n".join(lines)
+
+
+def _roundtrip(state):
+    return pickle.loads(pickle.dumps(state))
+
+
+def _state_of(loader):
+    return loader.state_dict()
+
+
+def _load_state(loader, state) -> None:
+    loader.load_state_dict(state)
+
+
+def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loader",
+                 state_of: Callable = _state_of, load_state: Callable = _load_state,
+                 ids_of: Callable = default_ids, record_errors: bool = False) -> ResumeTrial:
+    """Run an epoch uninterrupted, resumed once, resumed twice; count lost/duplicated samples.
+
+    Args:
+        make: returns a fresh loader (a new "process" after a restart): an iterable of
+            batches that has state (``StatefulDataLoader``, an HF ``IterableDataset``, a
+            :class:`~labkit.TarShardStream` iterated directly).
+        stops: batches before each interruption: ``(3, 2)`` stops after batch 3 (resumed
+            once), and for resumed twice also 2 batches after the first resume.
+        state_of, load_state: how to save and restore (default: the loader's own
+            ``state_dict`` / ``load_state_dict``).
+        ids_of: sample ids of a batch.
+        record_errors: when a restored loader raises, record the error in its row (the
+            samples it never delivered count as lost) instead of raising.
+    """
+    def run(breaks) -> tuple[list[int], str | None]:
+        out: list[int] = []
+        state = None
+        for i, stop in enumerate([*breaks, None]):
+            it = None
+            try:
+                loader = make()
+                if state is not None:
+                    load_state(loader, state)
+                it = iter(loader)
+                n = 0
+                for batch in it:
+                    out += ids_of(batch)
+                    n += 1
+                    if stop is not None and n == stop:
+                        break
+                state = _roundtrip(state_of(loader)) if stop is not None else None
+            except Exception as e:
+                if not (record_errors and i > 0):
+                    raise
+                last = (str(e).splitlines() or [""])[-1]  # an empty message has no lines
+                return out, f"{type(e).__name__} after resume {i}: {last[:60]}"
+            finally:
+                shutdown(it)
+        return out, None
+
+    stops = tuple(int(s) for s in stops)
+    ref, _ = run(())
+    runs = [ResumeRun("uninterrupted", tuple(ref), 0, 0, True)]
+    want = Counter(ref)
+    for label, breaks in (("resumed once", stops[:1]), ("resumed twice", stops[:2])):
+        got, error = run(breaks)
+        have = Counter(got)
+        runs.append(ResumeRun(label, tuple(got), sum((want - have).values()),
+                              sum((have - want).values()), got == ref, error))
+    return ResumeTrial(name, stops, tuple(runs))

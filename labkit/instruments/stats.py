@@ -1,0 +1,79 @@
+"""Paired trials, a median with its interval, a three-way verdict (the benchmarks, ch. 01-14).
+
+A benchmark compares A with B on a machine that other programs share. Three habits make
+its figure one that can decide:
+
+* **Interleaved pairs** (A, B, B, A, A, B ...): drift in the machine's load hits both
+  sides of a pair alike, so each pair's ratio cancels it; alternating which goes first
+  cancels any advantage of going first.
+* **The median of the paired ratios with a distribution-free interval**: the interval
+  between two order statistics of the ratios, chosen from the binomial distribution (the
+  sign-test interval for a median). It assumes nothing about the noise's shape; with few
+  pairs it is wide, which is the honest answer.
+* **A verdict in three words**: ``pass`` when the whole interval meets the goal, ``fail``
+  when the whole interval misses it, ``inconclusive`` when it straddles the goal.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from math import comb
+
+from .timer import best_of
+
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+
+
+def paired_trials(a: Callable[[], object], b: Callable[[], object], pairs: int,
+                  clock: str = "wall") -> list[tuple[float, float]]:
+    """``pairs`` timed (a, b) trials, interleaved A B, B A, A B ...; seconds of each."""
+    out = []
+    for i in range(pairs):
+        order = (a, b) if i % 2 == 0 else (b, a)
+        t = {f: best_of(f, repeats=1, warmup=0, clock=clock).best_s for f in order}
+        out.append((t[a], t[b]))
+    return out
+
+
+def median_interval(values, level: float = 0.95) -> tuple[float, float, float, float]:
+    """``(median, lo, hi, achieved_level)``: the sign-test interval for the median.
+
+    ``[v_(k), v_(n+1-k)]`` of the sorted values, with the largest ``k`` whose coverage
+    ``1 - 2 P(Binomial(n, 1/2) < k)`` is at least ``level``. With fewer than 6 values no
+    interval reaches 95 %: it is then the full range, with the level it does reach.
+    """
+    v = sorted(values)
+    n = len(v)
+    if n == 0:
+        raise ValueError("no values")
+
+    def coverage(k: int) -> float:
+        return 1 - 2 * sum(comb(n, i) for i in range(k)) / 2 ** n
+
+    k = 1
+    while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= level:
+        k += 1
+    return statistics.median(v), v[k - 1], v[n - k], coverage(k)
+
+
+def verdict(lo: float, hi: float, goal: float, higher_is_better: bool = True) -> str:
+    """``pass`` if all of ``[lo, hi]`` meets ``goal``, ``fail`` if none does, else inconclusive."""
+    if higher_is_better:
+        return PASS if lo >= goal else FAIL if hi < goal else INCONCLUSIVE
+    return PASS if hi < goal else FAIL if lo >= goal else INCONCLUSIVE
+
+
+def overall(*verdicts: str) -> str:
+    """One verdict for several goals: any fail fails; else any inconclusive; else pass."""
+    if FAIL in verdicts:
+        return FAIL
+    return INCONCLUSIVE if INCONCLUSIVE in verdicts else PASS
+
+
+def judge(name: str, values, goal: float, higher_is_better: bool = True,
+          level: float = 0.95) -> dict:
+    """The figure ``name`` (median of ``values``), its interval, level and verdict."""
+    med, lo, hi, achieved = median_interval(values, level)
+    return {name: med, f"{name}_ci": [lo, hi], f"{name}_ci_level": round(achieved, 4),
+            f"{name}_verdict": verdict(lo, hi, goal, higher_is_better)}
