@@ -38,12 +38,16 @@ def write_hdf5(dest, rows: np.ndarray, *, chunk_rows: int | None = None,
     return time.perf_counter() - t0
 
 
-def open_hdf5(path, key: str = DATASET):
-    """Open ``path`` read-only and check it has dataset ``key``; errors name the file."""
+def open_hdf5(path, key: str = DATASET, *, rdcc_nbytes: int | None = None):
+    """Open ``path`` read-only and check it has dataset ``key``; errors name the file.
+
+    ``rdcc_nbytes``: the size of HDF5's chunk cache, per open dataset (h5py's default is
+    1 MiB). Chunks are cached decompressed; a chunk larger than the cache is never cached.
+    """
     import h5py
 
     try:
-        f = h5py.File(path, "r")
+        f = h5py.File(path, "r", **({"rdcc_nbytes": rdcc_nbytes} if rdcc_nbytes else {}))
     except FileNotFoundError:
         raise DataFormatError(f"{path}: not found") from None
     except OSError as e:
@@ -59,20 +63,24 @@ def open_hdf5(path, key: str = DATASET):
 class Hdf5Rows(LazyFile):
     """Map-style rows of one HDF5 dataset: ``dataset[i]`` is ``(row tensor, i)``.
 
-    The file is opened lazily in each process (first ``__getitem__``); the parent only
-    reads the shape and closes it again.
+    The file is opened lazily in each process (first ``__getitem__``), and its dataset held
+    open, so the chunk cache lives as long as the handle; the parent only reads the shape
+    and closes it again. ``rdcc_nbytes``: the chunk cache (see
+    :func:`open_hdf5`); None keeps h5py's default.
     """
 
-    def __init__(self, path, key: str = DATASET):
+    def __init__(self, path, key: str = DATASET, *, rdcc_nbytes: int | None = None):
         super().__init__(path)
-        self.key = key
+        self.key, self.rdcc_nbytes = key, rdcc_nbytes
         with open_hdf5(self.path, key) as f:
             d = f[key]
             self.samples, self.layout = len(d), d.chunks and f"chunks {d.chunks}" or "contiguous"
             self.compression = d.compression
 
     def open(self):
-        return open_hdf5(self.path, self.key)
+        # the handle is the dataset, not the file: ``file[key][i]`` would open the dataset
+        # again on every read (an H5Dopen each time) with an empty chunk cache each time
+        return open_hdf5(self.path, self.key, rdcc_nbytes=self.rdcc_nbytes)[self.key]
 
     def __len__(self) -> int:
         return self.samples
@@ -81,7 +89,7 @@ class Hdf5Rows(LazyFile):
         if not 0 <= i < self.samples:
             raise IndexError(i)
         try:
-            row = self.handle[self.key][i]
+            row = self.handle[i]
         except (OSError, RuntimeError) as e:  # a chunk past the end, a bad filter stream
             raise DataFormatError(f"{self.path}: cannot read sample {i} of {self.key!r} "
                                   f"({e})") from None

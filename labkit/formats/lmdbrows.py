@@ -58,25 +58,31 @@ def write_lmdb(dest, rows: np.ndarray) -> float:
 _ENVS: dict[tuple[int, str], object] = {}
 
 
-def open_env(path: Path):
+def open_env(path: Path, *, lock: bool = False):
     """This process's read-only environment for ``path`` (opened once, then reused).
 
-    One inherited through ``fork()`` is closed first, in the child: opened with
-    ``lock=False`` it has no reader table to disturb, and closing it is what lets py-lmdb
-    open the files again in this process.
+    One inherited through ``fork()`` is closed first, in the child: closing it is what lets
+    py-lmdb open the files again in this process (LMDB's close clears only reader slots
+    that carry the closing process's pid, so the parent's are left alone).
+
+    ``lock=False`` (the default here): no reader table in ``lock.mdb``, the usual choice for
+    read-only data no process writes while it is read. ``lock=True`` is LMDB's default;
+    chapter 12 measures the two apart. The first open of a file in a process fixes it.
     """
     import lmdb
 
     key, pid = str(Path(path).resolve()), os.getpid()
     env = _ENVS.get((pid, key))
     if env is not None:
+        if env.flags()["lock"] != lock:
+            raise ValueError(f"{path}: already open in this process with lock="
+                             f"{not lock}; one environment per file per process")
         return env
     for (other, k) in [k for k in _ENVS if k[1] == key]:  # the parent's copy, inherited
         _ENVS.pop((other, k)).close()
     try:
-        # readahead=False: random reads should not pull in neighbouring pages;
-        # lock=False: read-only use by many processes needs no reader table
-        env = lmdb.open(key, readonly=True, lock=False, readahead=False,
+        # readahead=False: random reads should not pull in neighbouring pages
+        env = lmdb.open(key, readonly=True, lock=lock, readahead=False,
                         subdir=Path(path).is_dir())
     except lmdb.Error as e:
         raise DataFormatError(f"{path}: not a readable LMDB environment "
@@ -85,7 +91,7 @@ def open_env(path: Path):
     return env
 
 
-def check_lmdb(path) -> dict:
+def check_lmdb(path, *, lock: bool = False) -> dict:
     """Check an LMDB environment; returns its ``__meta__``.
 
     A ``data.mdb`` shorter than the pages its meta page says are in use is truncated: reading
@@ -93,7 +99,7 @@ def check_lmdb(path) -> dict:
     refused here, naming the file.
     """
     path = Path(path)
-    env = open_env(path)
+    env = open_env(path, lock=lock)
     info, stat = env.info(), env.stat()
     data = path / "data.mdb" if path.is_dir() else path
     need = (info["last_pgno"] + 1) * stat["psize"]
@@ -114,16 +120,18 @@ class LmdbRows(LazyFile):
 
     The environment is opened lazily in each process (first ``__getitem__``), once per file
     per process; one inherited through ``fork()`` is closed and reopened in the worker.
+    ``lock``: LMDB's reader table (see :func:`open_env`); off by default.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, *, lock: bool = False):
         super().__init__(path)
-        meta = check_lmdb(self.path)
+        self.lock = lock
+        meta = check_lmdb(self.path, lock=lock)
         self.dtype, self.shape = np.dtype(meta["dtype"]), tuple(meta["shape"])
         self.samples = int(meta["samples"])
 
     def open(self):
-        return open_env(self.path)
+        return open_env(self.path, lock=self.lock)
 
     def __len__(self) -> int:
         return self.samples

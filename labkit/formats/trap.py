@@ -21,12 +21,16 @@ from .lmdbrows import sample_key
 
 
 class EagerLmdbRows(Dataset):
-    """The trap: ``lmdb.open`` in ``__init__`` (default options), used by every worker."""
+    """The trap: ``lmdb.open`` in ``__init__``, used by every worker.
 
-    def __init__(self, path):
+    ``lock=True`` is LMDB's default (the tutorials' code); ``lock=False`` changes only the
+    reader table, so chapter 12 can measure the open-before-fork and the lock apart.
+    """
+
+    def __init__(self, path, *, lock: bool = True):
         import lmdb
 
-        self.env = lmdb.open(str(path), readonly=True)
+        self.env = lmdb.open(str(path), readonly=True, lock=lock)
         with self.env.begin() as txn:
             self.samples = txn.stat()["entries"] - 1  # minus the __meta__ key
 

@@ -154,6 +154,20 @@ class Timeline:
         return {"fetch": statistics.median(b["fetched"] - b["start"] for b in self.batches),
                 "collate": statistics.median(b["end"] - b["fetched"] for b in self.batches)}
 
+    def handover_s(self) -> float:
+        """Median seconds from a batch being ready to the loop holding it: the hand-over.
+
+        ``got - max(end, asked)``: a batch that ended before the loop asked for it sat in
+        the queue until ``asked`` (queue time, not hand-over); one the loop was already
+        waiting for crossed from ``end``. Batches the loop never took are left out.
+        """
+        import statistics
+
+        ends = {b["batch"]: b["end"] for b in self.batches}
+        gaps = [r["got"] - max(ends[r["batch"]], r["asked"]) for r in self.loop
+                if r["batch"] in ends]
+        return statistics.median(gaps) if gaps else float("nan")
+
     def plot(self, ax=None, title: str | None = None):
         """Lanes: one per worker (fetch, collate), and the loop (wait, step). Returns the figure."""
         return draw_lanes(self, ax=ax, title=title)
@@ -234,4 +248,5 @@ def timeline_summary(tl: Timeline) -> dict[str, Any]:
     return {"name": tl.name, "num_workers": tl.num_workers, "batches": len(tl.loop),
             "first_batch_s": tl.first_batch_s, "wait_fraction": tl.wait_fraction,
             "fetch_ms_per_batch": 1e3 * st["fetch"], "collate_ms_per_batch": 1e3 * st["collate"],
+            "handover_ms_per_batch": 1e3 * tl.handover_s(),
             "worker_busy": {str(k): round(v, 3) for k, v in tl.worker_busy().items()}}
