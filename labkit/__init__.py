@@ -78,6 +78,7 @@ from .formats.breakeven import BreakEven
 from .formats.hdf5rows import Hdf5Rows, write_hdf5
 from .formats.lazy import LazyFile
 from .formats.lmdbrows import LmdbRows, write_lmdb
+from .formats.onetensor import SafetensorsRows, TorchMmapRows
 from .formats.table import (
     FormatRow,
     StoredFormat,
@@ -85,6 +86,7 @@ from .formats.table import (
     measure_formats,
     read_back,
     write_formats,
+    write_tensor_formats,
 )
 from .formats.tensorfiles import TensorFiles, write_tensor_files
 from .formats.tfdata import TfDataResult, tfdata_measure, tfdata_status
@@ -192,10 +194,12 @@ __all__ = [  # sorted; several names a line keep this file short
     "LazyFile", "LmdbRows", "LoaderAdapter", "Measurement", "MediaError", "MemmapBatches",
     "MemmapRows", "NpyFilesDataset", "NumpyRows", "ObjectStore", "PACKERS", "PackedImages",
     "Packing", "ParquetRowGroups", "PyObjectRows", "RecordError", "ResizeTo", "ResumeTrial",
-    "RowRange", "S3ShardStream", "SCALES", "ScaleError", "ShardCache", "ShardPlan", "ShardSet",
+    "RowRange", "S3ShardStream", "SCALES", "SafetensorsRows", "ScaleError", "ShardCache",
+    "ShardPlan", "ShardSet",
     "ShardStream", "StageBreakdown", "StoredFormat", "Suggestion", "TFRecordRows",
     "TarShardStream", "TensorFiles", "TfDataResult", "ThreadPrefetcher", "Timeline", "Timing",
-    "TinyLM", "TokenBatches", "TokenCorpus", "TorchrunResult", "TraceSummary", "TrapOutcome",
+    "TinyLM", "TokenBatches", "TokenCorpus", "TorchMmapRows", "TorchrunResult", "TraceSummary",
+    "TrapOutcome",
     "TuningResult", "TuningStep", "WorkDataset", "WorkerMemory", "WorkerSample", "audio_info",
     "audio_starts", "audio_window", "audit", "available_decoders", "best_of", "blended_index",
     "break_even", "build_loader", "check_clip", "cleanup_bakeoff", "clip_indices", "compare",
@@ -229,5 +233,5 @@ __all__ = [  # sorted; several names a line keep this file short
     "trap_trial", "tuned_result", "tuning_steps", "usable_cores", "verify", "versions",
     "video_info", "worker_memory", "worker_processes", "worker_tag", "write_formats",
     "write_hdf5", "write_lmdb", "write_report", "write_s3_shards", "write_tensor_files",
-    "write_tfrecord",
+    "write_tensor_formats", "write_tfrecord",
 ]

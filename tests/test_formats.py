@@ -312,3 +312,46 @@ def test_tfdata_reads_every_record_once_with_the_same_bytes(rows, stored):
     out = lk.tfdata_measure(stored["TFRecord + index"].path, passes=1, warmup=0, shuffle=64)
     assert (out.samples, out.unique) == (N, N)
     assert out.sha256 == hashlib.sha256(rows.tobytes()).hexdigest()
+
+
+def test_one_tensor_files_read_back_fork_and_pickle(rows, tmp_path):
+    fmts, note = lk.write_tensor_formats(rows, tmp_path / "one")
+    names = [f.name for f in fmts]
+    assert names[0] == "torch.load(mmap=True)"
+    assert ("safetensors" in names) == (note == ""), note
+    want = hashlib.sha256(rows.tobytes()).hexdigest()
+    for f in fmts:
+        assert lk.read_back(f) == (N, want), f.name
+        ds = f.make()
+        ds[0]  # the parent reads first
+        assert lk.trap_trial(ds, rows, start_method="fork").outcome == "ok", f.name
+        assert pickle.loads(pickle.dumps(ds)).path == ds.path
+
+
+def test_one_tensor_files_refuse_a_bad_file(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a tensor file")
+    with pytest.raises(lk.DataFormatError, match="bad.pt"):
+        lk.TorchMmapRows(bad)
+    pytest.importorskip("safetensors")
+    with pytest.raises(lk.DataFormatError, match="bad.pt"):
+        lk.SafetensorsRows(bad)
+
+
+def test_hdf5_rows_hold_the_dataset_and_take_a_chunk_cache(rows, tmp_path):
+    p = tmp_path / "c.h5"
+    lk.write_hdf5(p, rows, chunk_rows=16, compression="gzip")
+    ds = lk.Hdf5Rows(p, rdcc_nbytes=4096)
+    ds[3]
+    assert ds.handle.id.get_access_plist().get_chunk_cache()[1] == 4096
+    assert ds.handle is ds.handle  # one open dataset per process, its cache kept
+
+
+def test_lmdb_lock_is_one_choice_per_file_per_process(rows, tmp_path):
+    p = tmp_path / "l.lmdb"
+    lk.write_lmdb(p, rows)
+    lk.LmdbRows(p, lock=True)[0]
+    with pytest.raises(ValueError, match="lock"):
+        lk.LmdbRows(p)
+    eager = lk.EagerLmdbRows(shutil.copytree(p, tmp_path / "e.lmdb"), lock=False)
+    assert eager.env.flags()["lock"] is False

@@ -35,6 +35,11 @@ def test_timeline_of_a_loader_bound_loop_waits_and_of_a_step_bound_one_does_not(
                                    num_workers=2)
     assert slow_loader.wait_fraction > 0.5
     assert slow_step.wait_fraction < 0.2
+    # the hand-over leaves out queue time: a step-bound loop's batches waited in the queue
+    # for 160 ms steps, yet each crossed over in well under a step
+    ends = {b["batch"]: b["end"] for b in slow_step.batches}
+    queued = [r["got"] - ends[r["batch"]] for r in slow_step.loop[1:]]
+    assert 0 <= slow_step.handover_s() < 0.05 < max(queued)
     fig = slow_step.plot()
     assert len(fig.axes[0].get_yticks()) == 3  # loop, worker 0, worker 1
 

@@ -2,12 +2,12 @@
 
 import pytest
 
+from labkit.data.writers import shard_bounds
 from labkit.streams.split import (
     Place,
     SplitStream,
     assign,
     current_split,
-    shard_bounds,
     shard_plan,
 )
 

@@ -25,6 +25,13 @@ from ..instruments.meter import measure
 from ..loading.loaders import make_loader
 from .hdf5rows import Hdf5Rows, write_hdf5
 from .lmdbrows import LmdbRows, write_lmdb
+from .onetensor import (
+    SafetensorsRows,
+    TorchMmapRows,
+    safetensors_status,
+    write_safetensors,
+    write_torch_tensor,
+)
 from .tensorfiles import TensorFiles, write_tensor_files
 from .tfrecords import TFRecordRows, index_path, write_tfrecord
 from .trap import trap_trial
@@ -112,6 +119,22 @@ def write_formats(rows: np.ndarray, dest, chunk_rows: int = 64) -> list[StoredFo
                      write_tensor_files(d["pt"], rows), lambda: TensorFiles(d["pt"])),
     ]
     return out
+
+
+def write_tensor_formats(rows: np.ndarray, dest) -> tuple[list[StoredFormat], str]:
+    """``rows`` as one tensor file: ``torch.save`` (read with ``torch.load(mmap=True)``) and,
+    where the optional package is installed, safetensors. Returns the formats, and a note
+    saying which were skipped and why ("" when none)."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    pt, st = dest / "rows.pt", dest / "rows.safetensors"
+    out = [StoredFormat("torch.load(mmap=True)", "torch.save", pt, write_torch_tensor(pt, rows),
+                        lambda: TorchMmapRows(pt))]
+    ok, why = safetensors_status()
+    if ok:
+        out.append(StoredFormat("safetensors", "safetensors", st, write_safetensors(st, rows),
+                                lambda: SafetensorsRows(st)))
+    return out, "" if ok else f"safetensors skipped: {why}"
 
 
 def read_back(fmt: StoredFormat) -> tuple[int, str]:
