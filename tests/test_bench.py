@@ -46,7 +46,7 @@ def test_every_benchmark_is_registered_with_a_goal():
     """Importing labkit.tools.bench registers every one: the chapters' own ones too."""
     assert set(bench.BENCHMARKS) == {"bakeoff", "decode", "formats", "media", "meter-overhead",
                                      "mmap", "objectstore", "prefetch", "profiling",
-                                     "webdataset"}
+                                     "tokens", "webdataset"}
     assert all(fn.goal for fn in bench.BENCHMARKS.values())
 
 
@@ -135,3 +135,15 @@ def test_objectstore_benchmark_reports_hidden_latency_ratio():
         assert key in result, key
     assert result["latency_ms"] == 20 and result["goal_met"] == (result["verdict"] == "pass")
     json.dumps(result)
+
+
+def test_tokens_benchmark_reports_ratio_padding_and_exact_resume(ci_fixture):
+    ci_fixture("tokens"), ci_fixture("corpus")
+    result = bench.run_benchmark("tokens", scale="ci", batches=4, pairs=2)
+    _judged(result, "ratio")
+    assert result["sampler"] in result["candidates_best_s"]
+    assert 0 <= result["padding"] < 1 and result["padding_ci"] == [result["padding"]] * 2
+    # exact, whatever the machine: stopped with 2 workers, resumed with 1
+    assert result["resume_lost"] == 0 and result["resume_repeated"] == 0
+    assert result["resume_same_order"] and result["resume_lost_plus_repeated_verdict"] == "pass"
+    assert result["goal_met"] == (result["verdict"] == "pass")
