@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -104,12 +105,14 @@ def _torch_iterable(data, batch_size, num_workers, decoder):
     return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
 
 
+def _decode_wds_sample(sample, decoder):
+    return _sample(int(sample["id"]), int(sample["cls"]), sample["jpg"], decoder)
+
+
 def _webdataset(data, batch_size, num_workers, decoder, urls=None):
     import webdataset as wds
 
-    def decode(sample):
-        return _sample(int(sample["id"]), int(sample["cls"]), sample["jpg"], decoder)
-
+    decode = partial(_decode_wds_sample, decoder=decoder)  # picklable: spawn workers
     urls = urls or [str(p) for p in ensure_format(data, "tar")]
     # split_by_worker is WebDataset's default; nodesplitter for ranks. No shard shuffle: the
     # same order as every other adapter (the bake-off measures loading, not shuffling).
