@@ -129,6 +129,7 @@ def test_paired_gain_has_an_interval_and_a_verdict(images, packed):
     lo, hi = r.gain_ci
     assert lo <= r.gain <= hi and r.gain_level == pytest.approx(0.75)  # 3 pairs: full range
     assert r.kept == (r.verdict == "pass") and r.verdict in ("pass", "fail", "inconclusive")
+    assert len(r.ratios) == 3 and (min(r.ratios), max(r.ratios)) == (lo, hi)  # the pairs kept
     assert results[0].verdict == "baseline"
     with pytest.raises(ValueError, match="at least one pair"):
         lk.run_tuning(steps[:1], images, packed, lk.image_train_step(), pairs=0)
@@ -170,6 +171,17 @@ def test_train_step_learns_deterministically():
     losses = [a(x) for _ in range(5)]
     assert losses == [b(x) for _ in range(5)]
     assert losses[-1] < losses[0]
+    assert a.label.endswith("on cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_train_step_on_the_gpu_matches_the_cpu_start():
+    x = {"image": torch.randint(0, 255, (8, 3, 32, 32), dtype=torch.uint8,
+                                generator=torch.Generator().manual_seed(0)),
+         "label": torch.arange(8) % 10}
+    gpu, cpu = lk.image_train_step(seed=1, device="cuda"), lk.image_train_step(seed=1)
+    assert next(gpu.model.parameters()).is_cuda and gpu.label.endswith("on cuda")
+    assert gpu(x) == pytest.approx(cpu(x), rel=1e-3)   # same weights, same first loss
 
 
 def test_fastest_decoder(images):

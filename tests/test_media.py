@@ -218,6 +218,12 @@ def test_spdl_as_it_comes_loses_a_failure_silently(spdl_jobs):
     assert run.logged >= 1  # the only trace: SPDL's log
 
 
+def test_spdl_max_failures_zero_halts(spdl_jobs):
+    _, broken, _ = spdl_jobs
+    with pytest.raises(Exception):  # noqa: B017 - SPDL's PipelineFailure, not labkit's
+        lk.spdl_clips(broken, counted=False, max_failures=0)
+
+
 def test_spdl_failures_are_counted_and_raised(spdl_jobs):
     jobs, broken, bad = spdl_jobs
     with pytest.raises(lk.MediaError, match=rf"(?s)1 of 6 clips failed.*{bad}"):

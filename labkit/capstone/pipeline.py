@@ -39,13 +39,17 @@ from ..scale import resolve_scale
 
 # -- the train step -------------------------------------------------------------------------
 
-def image_train_step(classes: int = 10, seed: int = 0, channels: int = 16) -> Callable:
+def image_train_step(classes: int = 10, seed: int = 0, channels: int = 16,
+                     device: str | torch.device = "cpu") -> Callable:
     """A real train step for ``{"image": uint8 NCHW, "label"}`` batches: a small CNN + SGD.
 
     A 4x4 patchify convolution, a strided one, global pooling, a linear layer,
     cross-entropy, one SGD step. Same seed, same initial weights. The callable's ``model``
-    attribute is the model.
+    attribute is the model. ``device="cuda"`` runs the step on a GPU (the batch is copied
+    there each step, as a training loop does; ``loss.item()`` waits for the GPU, so the
+    step's time is the GPU's).
     """
+    device = torch.device(device)
     gen = torch.Generator().manual_seed(seed)
     model = torch.nn.Sequential(
         # a 4x4 patchify convolution first (as vision transformers and ConvNeXt start):
@@ -56,17 +60,19 @@ def image_train_step(classes: int = 10, seed: int = 0, channels: int = 16) -> Ca
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=gen) * 0.1)
+    model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def step(batch) -> float:
-        x = batch["image"].float().div_(255).sub_(0.5)
+        x = batch["image"].to(device, non_blocking=True).float().div_(255).sub_(0.5)
+        y = batch["label"].to(device, non_blocking=True)
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), batch["label"])
+        loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         return loss.item()
 
-    step.label = f"small CNN ({channels} channels) + SGD"
+    step.label = f"small CNN ({channels} channels) + SGD on {device.type}"
     step.model = model
     return step
 
@@ -196,6 +202,7 @@ class TuningResult:
     gain_ci: tuple[float, float] = (1.0, 1.0)  # the sign-test interval of those ratios
     gain_level: float = 1.0  # the interval's coverage (below 0.95 with fewer than 6 pairs)
     verdict: str = "baseline"  # pass / fail / inconclusive against min_gain
+    ratios: tuple[float, ...] = ()  # each interleaved pair's ratio (change / best so far)
 
     @property
     def samples_per_s(self) -> float:
@@ -265,7 +272,8 @@ def run_tuning(steps: list[TuningStep], images, packed, step: Callable, *,
                 med, lo, hi, achieved = median_interval(ratios, level)
                 v = verdict(lo, hi, min_gain)
                 result = TuningResult(s, m, a, config, kept=a.ok and v == PASS, gain=med,
-                                      gain_ci=(lo, hi), gain_level=achieved, verdict=v)
+                                      gain_ci=(lo, hi), gain_level=achieved, verdict=v,
+                                      ratios=tuple(ratios))
         finally:
             for one in (loader, best):  # persistent workers: stop them now, not at GC
                 if one is not None:

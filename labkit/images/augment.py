@@ -41,6 +41,35 @@ def _reseed_per_worker(seed: int, reseed):
     return check
 
 
+class _PerWorkerReseed:
+    """:func:`_reseed_per_worker` as an object: picklable, so spawn and forkserver workers can
+    receive it (a closure cannot be pickled)."""
+
+    def __init__(self, seed: int, reseed) -> None:
+        self.seed, self.reseed, self.seen = seed, reseed, None
+
+    def __call__(self) -> None:
+        from torch.utils.data import get_worker_info
+
+        info = get_worker_info()
+        key = None if info is None else info.seed
+        if key != self.seen:
+            self.seen = key
+            if key is not None:
+                self.reseed((self.seed + key) % 2**32)
+
+
+class _AlbumentationsAugment:
+    """The albumentations pipeline as a picklable callable (spawn / forkserver workers)."""
+
+    def __init__(self, pipe, seed: int) -> None:
+        self.pipe, self.reseed = pipe, _PerWorkerReseed(seed, pipe.set_random_seed)
+
+    def __call__(self, img: np.ndarray) -> torch.Tensor:
+        self.reseed()
+        return self.pipe(image=img)["image"]
+
+
 def _albumentations(size: int, seed: int):
     import albumentations as A
     from albumentations.pytorch import ToTensorV2
@@ -52,13 +81,7 @@ def _albumentations(size: int, seed: int):
         A.Normalize(mean=[m / 255 for m in MEAN], std=[s / 255 for s in STD]),
         ToTensorV2(),
     ], seed=seed)
-    reseed = _reseed_per_worker(seed, pipe.set_random_seed)
-
-    def augment(img: np.ndarray) -> torch.Tensor:
-        reseed()
-        return pipe(image=img)["image"]
-
-    return augment
+    return _AlbumentationsAugment(pipe, seed)
 
 
 def _torch_native(size: int, seed: int):

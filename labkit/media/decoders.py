@@ -194,8 +194,9 @@ def decode_all(source, backend: str = "torchcodec", *, threads: int = 1,
                keyframes_only: bool = False, size: tuple[int, int] | None = None) -> int:
     """Decode every frame in order (to RGB) and return how many: the sequential rate's work.
 
-    ``keyframes_only`` asks the decoder to skip every other frame (``skip_frame="NONKEY"``,
-    PyAV only): the cheapest way to look at a long video.
+    ``keyframes_only`` asks FFmpeg's decoder to skip every frame that is not a keyframe
+    (``skip_frame="NONKEY"``, PyAV only): only keyframes are decoded, the cheapest way to
+    look at a long video.
     """
     _check(_name(source), backend, "exact")
     if backend == "torchcodec":

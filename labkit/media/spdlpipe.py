@@ -65,7 +65,8 @@ class _CountLog(logging.Handler):
 
 
 def spdl_clips(jobs, *, concurrency: int = 2, num_threads: int = 2, counted: bool = True,
-               skip_errors: bool = False, quiet: bool = True) -> SpdlRun:
+               skip_errors: bool = False, quiet: bool = True,
+               max_failures: int = -1) -> SpdlRun:
     """Decode clips ``jobs`` (``(clip, source)`` pairs) in SPDL's thread pipeline.
 
     Args:
@@ -77,6 +78,9 @@ def spdl_clips(jobs, *, concurrency: int = 2, num_threads: int = 2, counted: boo
         skip_errors: with ``counted``, return the failures instead of raising them.
         quiet: keep SPDL's logged tracebacks out of the output (they are still counted in
             ``logged``).
+        max_failures: SPDL's own knob, passed to ``build``: ``-1`` (its default) never
+            halts, ``0`` halts at the first failure (``PipelineFailure`` when iterated), ``n``
+            after more than ``n``. It halts; it does not count or name the files.
 
     Returns:
         an :class:`SpdlRun`; ``delivered`` holds ``{"id", "frames"}`` dicts.
@@ -113,7 +117,8 @@ def spdl_clips(jobs, *, concurrency: int = 2, num_threads: int = 2, counted: boo
     try:
         pipe = (PipelineBuilder().add_source(jobs)
                 .pipe(decode_counted if counted else decode, concurrency=concurrency)
-                .add_sink(2 * concurrency).build(num_threads=num_threads))
+                .add_sink(2 * concurrency).build(num_threads=num_threads,
+                                                         max_failures=max_failures))
         with pipe.auto_stop():
             run.delivered = list(pipe)
     finally:

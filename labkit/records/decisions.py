@@ -110,7 +110,9 @@ SITUATIONS: tuple[Situation, ...] = (
         "preprocessing-heavy, across machines",
         "Ray Data: read_parquet + map_batches on a cluster, iter_torch_batches into the "
         "training loop; measure it against the DataLoader on one machine first",
-        (Evidence("16_capstone", "bakeoff.ratio", "Ray Data, x torch map-style",
+        # one machine only: the bake-off cannot show what a cluster adds, only Ray's overhead
+        (Evidence("16_capstone", "bakeoff.ratio",
+                  "Ray Data on ONE machine, x torch map-style (no cluster measured)",
                   (("loader", "Ray Data"),), needs="ray[data]"),)),
     Situation(
         "shards in an object store (S3 API)",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import weakref
+from functools import partial
 
 from torch.utils.data import default_collate
 
@@ -42,13 +43,15 @@ def _stop_store(store, owner: int) -> None:
         store.stop()
 
 
+def _decode_wds_sample(sample, decoder):
+    return _sample(int(sample["id"]), int(sample["cls"]), sample["jpg"], decoder)
+
+
 def webdataset_tar(data, batch_size, num_workers, decoder, urls=None):
     """WebDataset + WebLoader over the tar shards: on disk, or at ``urls`` (the S3 row)."""
     import webdataset as wds
 
-    def decode(sample):
-        return _sample(int(sample["id"]), int(sample["cls"]), sample["jpg"], decoder)
-
+    decode = partial(_decode_wds_sample, decoder=decoder)  # picklable: spawn workers
     urls = urls or [str(p) for p in ensure_format(data, "tar")]
     # split_by_worker is WebDataset's default; nodesplitter for ranks. No shard shuffle: the
     # same order as every other adapter (the bake-off measures loading, not shuffling).
