@@ -23,7 +23,10 @@ from pathlib import Path
 
 from ..errors import LabkitError
 
-_STUB = "from labkit.remote._torchrun_job import main\n\nmain()\n"
+# The guard matters under spawn and forkserver: a DataLoader worker re-imports this script as
+# __mp_main__, and without it every worker would run the job (join the process group) again.
+_STUB = ('from labkit.remote._torchrun_job import main\n\n'
+         'if __name__ == "__main__":\n    main()\n')
 
 
 @dataclass
