@@ -42,11 +42,32 @@ def test_mmap_benchmark_reports_its_ratio(tmp_path):
     assert result["verdict"] in ("pass", "fail", "inconclusive")
 
 
+def test_tokens_benchmark_reports_ratio_padding_and_exact_resume(ci_fixture):
+    ci_fixture("corpus")
+    result = bench.run_benchmark("tokens", scale="ci", mib=2, context=256, batch_size=8,
+                                 batches=2, pairs=2, resume_batch_size=32)
+    for key in ("sampler", "sliding_window_view_gb_per_s", "per_window_slices_gb_per_s",
+                "copy_gb_per_s", "best_sampler_gb_per_s", "verdict", "goal_met"):
+        assert key in result, key
+    for name in ("ratio", "padding", "resume_lost_or_repeated"):
+        _judged(result, name)
+    assert result["sampler"] in ("sliding_window_view", "per-window slices")
+    # the exact figures: best-fit decreasing pads under 5 % of the ci corpus's rows, and a
+    # state saved with one number of workers resumes with another, nothing lost or repeated
+    assert result["padding"] < 0.05 and result["padding_verdict"] == "pass"
+    assert result["resume_lost"] == result["resume_repeated"] == 0
+    assert [a["workers"] for a in result["resume_audits"]] == [[0, 2], [2, 0], [1, 2]]
+    assert all(a["same_order"] for a in result["resume_audits"])
+    assert result["goal_met"] == (result["verdict"] == "pass")
+    json.dumps(result)
+    assert "resume_lost_or_repeated" in bench.format_result(result)
+
+
 def test_every_benchmark_is_registered_with_a_goal():
     """Importing labkit.studies.bench registers every one: the chapters' own ones too."""
     assert set(bench.BENCHMARKS) == {"bakeoff", "decode", "formats", "media", "meter-overhead",
                                      "mmap", "objectstore", "prefetch", "profiling",
-                                     "webdataset"}
+                                     "tokens", "webdataset"}
     assert all(fn.goal for fn in bench.BENCHMARKS.values())
 
 

@@ -19,6 +19,7 @@ from .benchmarks import (  # noqa: F401 - importing each registers it
     overhead,
     prefetch,
     profiling,
+    tokens,
     webdataset,
 )
 from .benchmarks.registry import BENCHMARKS, benchmark, format_result, run_benchmark
