@@ -13,7 +13,6 @@ import os
 import tempfile
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from ...data.fixtures import fixture
 from ...instruments.timer import best_of
@@ -21,24 +20,12 @@ from ...scale import resolve_scale
 from ...tokens.corpus import open_tokens
 from ...tokens.epoch import TokenBatches
 from ...tokens.packing import best_fit_decreasing
+from ...tokens.windows import copy_batch, slice_batch, view_batch
 from .registry import benchmark
 from .stats import judge, overall, verdict
 
 RATIO_GOAL, PADDING_GOAL = 0.5, 0.05
 RESUME_WORKERS = ((0, 2), (2, 0), (1, 2))  # (workers before the save, workers after it)
-
-
-def _windows_view(win: np.ndarray, starts: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Every window is a row of ``sliding_window_view``: one fancy index gathers the batch."""
-    return win[starts]
-
-
-def _windows_sliced(flat: np.ndarray, starts: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """One slice copied per window into a preallocated batch: a Python step per window."""
-    t1 = out.shape[1]
-    for j, i in enumerate(starts.tolist()):
-        out[j] = flat[i:i + t1]
-    return out
 
 
 def _sampler_trials(mib: int, context: int, batch_size: int, batches: int, pairs: int):
@@ -48,28 +35,26 @@ def _sampler_trials(mib: int, context: int, batch_size: int, batches: int, pairs
     with tempfile.TemporaryDirectory(prefix="labkit-bench-tokens-") as tmp:
         path = os.path.join(tmp, "tokens.bin")
         np.random.default_rng(0).integers(0, 50257, n, dtype=np.uint16).tofile(path)
-        flat = np.memmap(path, dtype=np.uint16, mode="r").view(np.ndarray)  # plain ndarray
-        win = sliding_window_view(flat, context + 1)
-        out = np.empty((batch_size, context + 1), np.uint16)
+        tokens = np.memmap(path, dtype=np.uint16, mode="r")
         rng = np.random.default_rng(1)
         starts = [rng.integers(0, n - context - 1, batch_size) for _ in range(batches)]
         copies = rng.integers(0, n - span, batches).tolist()
 
-        def copy():  # the same bytes per batch, one contiguous run, a fresh array like win[s]
+        def copy():  # the same bytes per batch in one contiguous run, a fresh array too
             for s in copies:
-                flat[s:s + span].copy()
+                copy_batch(tokens, s, batch_size, context)
 
-        def run(fn, src):
+        def run(sampler):
             def go():
                 for s in starts:
-                    fn(src, s, out)
+                    sampler(tokens, s, context, cast=False)
             return go
 
-        samplers = {"sliding_window_view": run(_windows_view, win),
-                    "per-window slices": run(_windows_sliced, flat)}
-        np.add.reduce(flat, dtype=np.uint64)  # warm-up: the whole file into the page cache
+        # the chapter's samplers (labkit.tokens.windows), ids left uint16 as the copy's are
+        samplers = {"window view": run(view_batch), "per-window slices": run(slice_batch)}
+        np.add.reduce(tokens.view(np.ndarray), dtype=np.uint64)  # the file into the page cache
         copy()
-        tried = {k: min(best_of(f, repeats=3, warmup=1, clock="cpu").best_s, 1e9)
+        tried = {k: best_of(f, repeats=3, warmup=1, clock="cpu").best_s
                  for k, f in samplers.items()}
         best = min(tried, key=tried.get)
         trials = []
@@ -119,10 +104,11 @@ def tokens_bench(scale: str | None = None, mib: int = 64, context: int = 2048,
                  resume_batch_size: int = 16, timeout: float = 60) -> dict:
     """The window sampler against a copy, packing's padding, and resume across worker counts.
 
-    The sampler side tries ``sliding_window_view(tokens, T + 1)[starts]`` (one gather, no
-    Python per window) and per-window slices into a preallocated batch (one Python step per
-    window) on ``batches`` batches each, keeps the faster, and runs ``pairs`` interleaved
-    trials of it against ``batches`` contiguous copies of ``batch_size * (T + 1)`` tokens,
+    The sampler side tries the window view, ``sliding_window_view(tokens, T + 1)[starts]``
+    (one gather, no Python per window: :func:`~labkit.tokens.windows.view_batch`), and
+    per-window slices into one batch buffer (one Python step per window) on ``batches``
+    batches each, keeps the faster, and runs ``pairs`` interleaved trials of it against
+    ``batches`` contiguous copies of ``batch_size * (T + 1)`` tokens (ids stay ``uint16``),
     on this process's CPU clock. The token file is ``mib`` MiB of random ``uint16`` written
     to a temporary file and read once before timing: the page cache, not the disk, is what
     is measured. Packing and resume use the ``corpus`` fixture at ``scale`` and its own
