@@ -70,6 +70,8 @@ def test_window_samplers_agree(tmp_path):
         assert torch.equal(x[:, 1:], y[:, :-1])
         assert torch.equal(x[0], torch.from_numpy(tc.tokens[starts[0]:starts[0] + 16]
                                                   .astype(np.int64)))
+        last = fn(tc.tokens, np.array([len(tc.tokens) - 17]), 16)[1]  # the file's last window
+        assert torch.equal(last[0].long(), torch.from_numpy(tc.tokens[-16:].astype(np.int64)))
     batches = list(lk.random_windows(tc.tokens, 16, 4, 3, how="plain copy"))
     assert len(batches) == 3 and batches[0].shape == (4, 17)
 

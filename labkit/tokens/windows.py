@@ -2,9 +2,10 @@
 
 nanoGPT's ``get_batch`` draws ``batch_size`` random starts and stacks one window per start:
 a Python loop with a cast per window. The same bytes come faster as one vectorized gather
-(fancy indexing with a (batch, context + 1) index array) or as one slice per window into a
-buffer and a single cast (or none: the cast can happen on the device). ``copy_batch`` copies
-as many contiguous bytes: the ceiling every window sampler is compared to.
+(fancy indexing with a (batch, context + 1) index array), as one slice per window into a
+buffer and a single cast (or none: the cast can happen on the device), or as rows of a
+window view (``sliding_window_view``: one numpy call, no index array, no Python per window).
+``copy_batch`` copies as many contiguous bytes: the ceiling every window sampler is compared to.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from functools import partial
 
 import numpy as np
 import torch
+from numpy.lib.stride_tricks import as_strided
 
 
 def window_starts(n_tokens: int, context: int, batch_size: int,
@@ -52,6 +54,24 @@ def slice_batch(tokens: np.ndarray, starts: np.ndarray, context: int, cast: bool
     return rows[:, :-1], rows[:, 1:]
 
 
+def view_batch(tokens: np.ndarray, starts: np.ndarray, context: int, cast: bool = False):
+    """Rows ``starts`` of the window view of ``tokens``: one numpy gather, no Python per window.
+
+    The view is a ``(n - context, context + 1)`` array whose row ``i`` is the window at ``i``:
+    strides ``(itemsize, itemsize)``, nothing copied; indexing it with the starts copies the
+    rows in one call. It is what ``sliding_window_view(tokens, context + 1)`` returns, built
+    here with ``as_strided`` (read-only) because that function's argument checks cost several
+    microseconds a call, a visible share of a 256 KB batch. Ids stay in the file's dtype
+    unless ``cast`` (``labkit bench tokens`` times this against a plain copy).
+    """
+    flat = tokens.view(np.ndarray)
+    view = as_strided(flat, (len(flat) - context, context + 1), flat.strides * 2,
+                      writeable=False)
+    rows = view[starts]
+    rows = torch.from_numpy(rows.astype(np.int64) if cast else rows)
+    return rows[:, :-1], rows[:, 1:]
+
+
 def copy_batch(tokens: np.ndarray, start: int, batch_size: int, context: int):
     """The ceiling: the same number of bytes, one contiguous copy (no cast, no gather)."""
     n = batch_size * (context + 1)
@@ -60,7 +80,8 @@ def copy_batch(tokens: np.ndarray, start: int, batch_size: int, context: int):
 
 SAMPLERS: dict[str, Callable] = {"python loop": loop_batch, "vectorized gather": gather_batch,
                                  "memmap slices": slice_batch,
-                                 "slices, no cast": partial(slice_batch, cast=False)}
+                                 "slices, no cast": partial(slice_batch, cast=False),
+                                 "window view, no cast": view_batch}
 
 
 def random_windows(tokens: np.ndarray, context: int, batch_size: int, batches: int,
