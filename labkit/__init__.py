@@ -106,7 +106,7 @@ from .images.gpu import (
 )
 from .images.packed import PackedImages, pack_images
 from .images.stages import StageBreakdown, stage_breakdown
-from .instruments.audits import Audit, audit, worker_tag
+from .instruments.audits import Audit, audit, key_id, tag_example, worker_tag
 from .instruments.measurement import Measurement, compare
 from .instruments.memcap import CappedRun, run_capped
 from .instruments.memory import WorkerMemory, worker_memory
@@ -209,8 +209,8 @@ __all__ = [  # sorted; several names a line keep this file short
     "evict_page_cache", "fastest_decoder", "ffmpeg_status", "file_bytes", "fixture",
     "format_bakeoff", "format_decision_table", "format_environment", "format_fixture_table",
     "format_formats", "format_packing", "format_resume_table", "format_table", "format_tuning",
-    "gpu_decode_rate", "gpu_decode_status", "image_pipeline", "image_train_step", "knob",
-    "kornia_gpu_status", "load_records", "load_tuning", "loader_names", "make_augment",
+    "gpu_decode_rate", "gpu_decode_status", "image_pipeline", "image_train_step", "key_id",
+    "knob", "kornia_gpu_status", "load_records", "load_tuning", "loader_names", "make_augment",
     "make_loader", "masked_crc", "measure", "measure_audited", "measure_cold",
     "measure_formats", "media_gpu_status", "nvjpeg_decode", "objectstore_systems", "open_array",
     "open_parquet", "open_tokens", "pack", "pack_images", "packed_vs_alone",
@@ -228,7 +228,7 @@ __all__ = [  # sorted; several names a line keep this file short
     "sample_workers", "save_tuning", "serve", "shard_bytes_for", "shard_efficiency",
     "shard_of_bounds", "shard_plan", "shuffle_quality", "shutdown", "simulated_step",
     "skip_collate", "spdl_clips", "spdl_status", "split_by_rank", "stage_breakdown",
-    "suggest_loader", "tfdata_measure", "tfdata_status", "timed_gets", "to_device",
+    "suggest_loader", "tag_example", "tfdata_measure", "tfdata_status", "timed_gets", "to_device",
     "token_dtype", "tokens_needed", "torchcodec_status", "torchrun", "torchvision_status",
     "trap_trial", "tuned_result", "tuning_steps", "usable_cores", "verify", "versions",
     "video_info", "worker_memory", "worker_processes", "worker_tag", "write_formats",
