@@ -17,7 +17,8 @@ that call it, tests/test_layout.py checks that too, ``labkit helpers NN`` lists 
    ``objstore`` (14: the loopback S3 store, shards in a bucket, MosaicML/LitData/Ray Data),
    ``media`` (15: video and audio), ``capstone`` (16: the tuned pipeline, the bake-off).
 3. ``tools``, which no chapter imports: the ``labkit`` CLI (``labkit.cli`` forwards to it),
-   ``labkit run``, reports, named benchmarks, ``labkit diagnose``'s command line.
+   ``labkit run``, reports, named benchmarks, ``labkit doctor``, ``labkit diagnose``'s command
+   line.
 
 The public API is exactly ``__all__`` (sorted, checked by a test); notebooks use only it.
 """
@@ -176,6 +177,7 @@ from .tokens.mixing import blended_index, prefix_error, random_mix
 from .tokens.packing import PACKERS, Packing, format_packing, pack
 from .tokens.windows import random_windows, tokens_needed
 from .tools.bench import run_benchmark
+from .tools.doctor import Check, doctor, format_doctor
 from .tools.render import write_report
 from .tools.report import comparison_rows, format_table
 from .tools.runner import run_notebooks
@@ -187,7 +189,7 @@ except PackageNotFoundError:  # a plain checkout on sys.path
 
 __all__ = [  # sorted; several names a line keep this file short
     "ArrowRows", "AudioWindows", "Audit", "BakeoffData", "BakeoffResult", "BreakEven",
-    "BreakEvenWidget", "CappedRun", "Checkpoint", "ClipDataset", "ClipShardStream",
+    "BreakEvenWidget", "CappedRun", "Check", "Checkpoint", "ClipDataset", "ClipShardStream",
     "CudaStreamPrefetcher", "Dashboard", "DashboardModel", "DataFormatError", "DiagnoseError",
     "Diagnosis", "DocumentEpoch", "EagerHdf5Rows", "EagerLmdbRows", "Fault", "Fixture",
     "FixtureError", "FormatRow", "Hdf5Rows", "Hotspot", "ImageFolderDataset", "LabkitError",
@@ -195,19 +197,18 @@ __all__ = [  # sorted; several names a line keep this file short
     "MemmapRows", "NpyFilesDataset", "NumpyRows", "ObjectStore", "PACKERS", "PackedImages",
     "Packing", "ParquetRowGroups", "PyObjectRows", "RecordError", "ResizeTo", "ResumeTrial",
     "RowRange", "S3ShardStream", "SCALES", "SafetensorsRows", "ScaleError", "ShardCache",
-    "ShardPlan", "ShardSet",
-    "ShardStream", "StageBreakdown", "StoredFormat", "Suggestion", "TFRecordRows",
-    "TarShardStream", "TensorFiles", "TfDataResult", "ThreadPrefetcher", "Timeline", "Timing",
-    "TinyLM", "TokenBatches", "TokenCorpus", "TorchMmapRows", "TorchrunResult", "TraceSummary",
-    "TrapOutcome",
-    "TuningResult", "TuningStep", "WorkDataset", "WorkerMemory", "WorkerSample", "audio_info",
-    "audio_starts", "audio_window", "audit", "available_decoders", "best_of", "blended_index",
-    "break_even", "build_loader", "check_clip", "cleanup_bakeoff", "clip_indices", "compare",
-    "comparison_rows", "cu_seqlens", "cuda_status", "dali_decode_rate", "dali_status",
-    "damaged_copy", "decision_table", "decode_all", "decode_clip", "decode_jpeg", "deliveries",
-    "diagnose", "document_mask", "ensure_fixtures", "environment", "epoch_rate",
-    "evict_page_cache", "fastest_decoder", "ffmpeg_status", "file_bytes", "fixture",
-    "format_bakeoff", "format_decision_table", "format_environment", "format_fixture_table",
+    "ShardPlan", "ShardSet", "ShardStream", "StageBreakdown", "StoredFormat", "Suggestion",
+    "TFRecordRows", "TarShardStream", "TensorFiles", "TfDataResult", "ThreadPrefetcher",
+    "Timeline", "Timing", "TinyLM", "TokenBatches", "TokenCorpus", "TorchMmapRows",
+    "TorchrunResult", "TraceSummary", "TrapOutcome", "TuningResult", "TuningStep",
+    "WorkDataset", "WorkerMemory", "WorkerSample", "audio_info", "audio_starts", "audio_window",
+    "audit", "available_decoders", "best_of", "blended_index", "break_even", "build_loader",
+    "check_clip", "cleanup_bakeoff", "clip_indices", "compare", "comparison_rows", "cu_seqlens",
+    "cuda_status", "dali_decode_rate", "dali_status", "damaged_copy", "decision_table",
+    "decode_all", "decode_clip", "decode_jpeg", "deliveries", "diagnose", "doctor",
+    "document_mask", "ensure_fixtures", "environment", "epoch_rate", "evict_page_cache",
+    "fastest_decoder", "ffmpeg_status", "file_bytes", "fixture", "format_bakeoff",
+    "format_decision_table", "format_doctor", "format_environment", "format_fixture_table",
     "format_formats", "format_packing", "format_resume_table", "format_table", "format_tuning",
     "gpu_decode_rate", "gpu_decode_status", "image_pipeline", "image_train_step", "key_id",
     "knob", "kornia_gpu_status", "load_records", "load_tuning", "loader_names", "make_augment",
@@ -228,10 +229,10 @@ __all__ = [  # sorted; several names a line keep this file short
     "sample_workers", "save_tuning", "serve", "shard_bytes_for", "shard_efficiency",
     "shard_of_bounds", "shard_plan", "shuffle_quality", "shutdown", "simulated_step",
     "skip_collate", "spdl_clips", "spdl_status", "split_by_rank", "stage_breakdown",
-    "suggest_loader", "tag_example", "tfdata_measure", "tfdata_status", "timed_gets", "to_device",
-    "token_dtype", "tokens_needed", "torchcodec_status", "torchrun", "torchvision_status",
-    "trap_trial", "tuned_result", "tuning_steps", "usable_cores", "verify", "versions",
-    "video_info", "worker_memory", "worker_processes", "worker_tag", "write_formats",
-    "write_hdf5", "write_lmdb", "write_report", "write_s3_shards", "write_tensor_files",
-    "write_tensor_formats", "write_tfrecord",
+    "suggest_loader", "tag_example", "tfdata_measure", "tfdata_status", "timed_gets",
+    "to_device", "token_dtype", "tokens_needed", "torchcodec_status", "torchrun",
+    "torchvision_status", "trap_trial", "tuned_result", "tuning_steps", "usable_cores",
+    "verify", "versions", "video_info", "worker_memory", "worker_processes", "worker_tag",
+    "write_formats", "write_hdf5", "write_lmdb", "write_report", "write_s3_shards",
+    "write_tensor_files", "write_tensor_formats", "write_tfrecord",
 ]

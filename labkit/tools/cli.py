@@ -1,4 +1,4 @@
-"""The ``labkit`` command: fixtures, env, run, report, bench, diagnose, helpers, lab (ch. 00 on).
+"""The ``labkit`` command: fixtures, env, doctor, run, report, bench, diagnose, helpers, lab (ch. 00 on).
 
 Every subcommand has ``--help``; bad arguments and bad input (unknown scale, notebook,
 benchmark, corrupted fixture, unwritable folder) print one clear line and exit 2.
@@ -14,13 +14,13 @@ import sys
 
 from ..data.fixtures import ensure_fixtures, load_specs, resolve_spec
 from ..errors import LabkitError
-from ..media.backends import ffmpeg_status
 from ..paths import notebooks_dir
 from ..records.checkpoint import load_records
 from ..records.machine import environment, format_environment
 from ..scale import SCALES, resolve_scale
 from .bench import BENCHMARKS, format_result, run_benchmark
 from .diagnose import run_diagnose
+from .doctor import doctor, format_doctor
 from .helpers import chapter_helpers, format_helpers
 from .render import report_format, write_report
 from .report import comparison_rows, format_table
@@ -45,6 +45,15 @@ def _cmd_env(args) -> int:
     env = environment(data_path=args.data)
     print(json.dumps(env, indent=2) if args.json else format_environment(env))
     return 0
+
+
+def _cmd_doctor(args) -> int:
+    checks = doctor()
+    if args.json:
+        print(json.dumps([c.__dict__ for c in checks], indent=2))
+    else:
+        print(format_doctor(checks))
+    return 0 if all(c.ok for c in checks) else 1
 
 
 def _cmd_run(args) -> int:
@@ -99,9 +108,9 @@ def _cmd_lab(args) -> int:
         raise LabkitError("JupyterLab is not installed here; install the kit: pip install -e .")
     ensure_fixtures(scale=scale)
 
-    ok, reason = ffmpeg_status()
-    if not ok:  # every other chapter runs; chapter 15 needs FFmpeg's shared libraries
-        print(f"chapter 15 (video and audio) cannot decode here: {reason}")
+    for check in doctor():  # e.g. chapter 15 without FFmpeg's libraries: what to install
+        if not check.ok:
+            print(check)
     # This interpreter's own JupyterLab: `jupyter` need not be on PATH (make calls
     # .venv/bin/labkit without activating the virtual environment).
     extra = args.lab_args[1:] if args.lab_args[:1] == ["--"] else args.lab_args
@@ -140,6 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print the full record as JSON")
     e.add_argument("--data", default=None, help="data path to describe (default: fixture cache)")
     e.set_defaults(fn=_cmd_env)
+
+    dr = sub.add_parser("doctor", help="what this machine gives the chapters, and what to fix "
+                        "(exit 1 if something needs fixing)")
+    dr.add_argument("--json", action="store_true", help="the checks as JSON")
+    dr.set_defaults(fn=_cmd_doctor)
 
     r = sub.add_parser("run", help="execute chapters headless and write their records")
     r.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",

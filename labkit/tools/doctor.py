@@ -1,0 +1,126 @@
+"""``labkit doctor``: what this machine gives the chapters, and what to do where it falls short (ch. 00).
+
+Each check reads one fact the chapters depend on and, where the fact gets in a chapter's way,
+says what to install or change. ``labkit lab`` prints the checks that fail before it opens
+JupyterLab; chapter 00 runs them all. The facts, and why each matters:
+
+- cores: worker speed-ups (chapters 03, 09, 16) are capped by the cores this process may use
+  (``os.sched_getaffinity``, which a container's CPU set limits), not by ``os.cpu_count()``.
+- /dev/shm: a worker hands each batch to the main process through shared memory; Docker's
+  default of 64 MiB ends in "bus error" or "No space left on device" (torch's
+  multiprocessing notes; ``docker run --shm-size``).
+- start method: ``fork`` here; ``spawn`` (macOS, Windows) and ``forkserver`` (Linux from
+  Python 3.14) re-import the code workers run (chapter 03).
+- free-threaded build: chapter 09's threads-vs-processes rows change meaning without the GIL.
+- FFmpeg libraries: torchcodec and SPDL load the system's (chapter 15); PyAV brings its own.
+- browser: only the real-browser test (``make test``) needs Debian's chromium and chromedriver.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from ..instruments.tuning import usable_cores
+from ..media.backends import ffmpeg_status
+
+SHM_NEEDED = 512 * 2**20  # the kit's choice: several workers' prefetched image batches at once
+_START_METHODS = {"fork": "the default on Linux before Python 3.14",
+                  "spawn": "the default on macOS and Windows",
+                  "forkserver": "the default on Linux from Python 3.14"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One fact: its value here, whether the chapters get what they need, and the fix if not."""
+
+    name: str
+    ok: bool
+    found: str
+    fix: str = ""  # what to do; empty where ``ok``
+
+    def __str__(self) -> str:
+        mark = "ok  " if self.ok else "FIX "
+        return f"{mark}{self.name:<16}{self.found}" + (f"\n    -> {self.fix}" if self.fix else "")
+
+
+def _cores() -> Check:
+    usable = usable_cores()
+    found = f"{usable} usable by this process (os.cpu_count() says {os.cpu_count()})"
+    if usable >= 2:
+        return Check("cores", True, found)
+    return Check("cores", False, found,
+                 "one core: worker processes cannot run beside the main one, so chapters 03, 09 "
+                 "and 16 show no speed-up; give the machine or container 2+ CPUs "
+                 "(docker run --cpus=4, or a larger VM)")
+
+
+def _shm(path: str = "/dev/shm") -> Check:  # a parameter so tests can point elsewhere
+    if not Path(path).is_dir():
+        return Check("/dev/shm", sys.platform != "linux", f"no {path} on {sys.platform}",
+                     "" if sys.platform != "linux" else
+                     f"mount a tmpfs at {path} (mount -t tmpfs -o size=2g tmpfs {path})")
+    usage = psutil.disk_usage(path)
+    found = f"{usage.total / 2**20:,.0f} MiB, {usage.free / 2**20:,.0f} MiB free"
+    if usage.total >= SHM_NEEDED:
+        return Check("/dev/shm", True, found)
+    return Check("/dev/shm", False, found,
+                 f"below {SHM_NEEDED // 2**20} MiB, workers' batches can fail with 'bus error': "
+                 "in Docker, docker run --shm-size=2g (or --ipc=host); on Kubernetes, an "
+                 "emptyDir with medium: Memory mounted at /dev/shm")
+
+
+def _start_method() -> Check:
+    method = multiprocessing.get_start_method()
+    found = f"{method} ({_START_METHODS.get(method, 'set by this program')})"
+    return Check("start method", True, found)  # every chapter runs under all three
+
+
+def _free_threading() -> Check:
+    built = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    gil_check = getattr(sys, "_is_gil_enabled", None)  # Python 3.13+
+    enabled = gil_check() if gil_check is not None else True
+    if not built:
+        found = f"no: Python {sys.version.split()[0]} with the GIL"
+    else:
+        found = f"yes, GIL {'re-enabled (PYTHON_GIL=1 or an extension)' if enabled else 'off'}"
+    return Check("free-threaded", True, found)  # informational: chapter 09 reads it
+
+
+def _ffmpeg() -> Check:
+    ok, reason = ffmpeg_status()
+    if ok:
+        return Check("FFmpeg libs", True, reason)
+    return Check("FFmpeg libs", False, reason,
+                 "chapter 15 needs FFmpeg 4-7's shared libraries: apt-get install ffmpeg "
+                 "(Debian/Ubuntu), brew install ffmpeg (macOS) or "
+                 "conda install -c conda-forge 'ffmpeg<8'")
+
+
+def _browser(search: str | None = None) -> Check:
+    search = search or os.environ.get("PATH", "") + os.pathsep + "/usr/bin"  # Debian's home
+    found = {name: shutil.which(name, path=search) for name in ("chromium", "chromedriver")}
+    missing = [name for name, where in found.items() if where is None]
+    text = ", ".join(f"{name} {where or 'missing'}" for name, where in found.items())
+    if not missing:
+        return Check("browser", True, text)
+    return Check("browser", False, text,
+                 "only make test's real-browser test needs it: apt-get install chromium "
+                 "chromium-driver (Debian/Ubuntu); the chapters run without it")
+
+
+def doctor() -> list[Check]:
+    """Every check of ``labkit doctor``, in the order above (chapter 00)."""
+    return [_cores(), _shm(), _start_method(), _free_threading(), _ffmpeg(), _browser()]
+
+
+def format_doctor(checks: list[Check]) -> str:
+    """The checks as ``labkit doctor`` prints them: one line each, a fix under each failure."""
+    return "\n".join(str(c) for c in checks)
