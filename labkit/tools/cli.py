@@ -1,4 +1,6 @@
-"""The ``labkit`` command: fixtures, env, doctor, run, report, bench, diagnose, helpers, lab (ch. 00 on).
+"""The ``labkit`` command, from ``labkit fixtures`` to ``labkit lab`` (ch. 00 on).
+
+Subcommands: fixtures, env, doctor, run, report, bench, diagnose, helpers, lab.
 
 Every subcommand has ``--help``; bad arguments and bad input (unknown scale, notebook,
 benchmark, corrupted fixture, unwritable folder) print one clear line and exit 2.

@@ -1,4 +1,4 @@
-"""``labkit doctor``: what this machine gives the chapters, and what to do where it falls short (ch. 00).
+"""``labkit doctor``: what this machine gives the chapters, and what to fix (ch. 00).
 
 Each check reads one fact the chapters depend on and, where the fact gets in a chapter's way,
 says what to install or change. ``labkit lab`` prints the checks that fail before it opens
