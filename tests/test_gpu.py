@@ -32,11 +32,14 @@ def test_nvjpeg_matches_cpu_decode(ci_fixture):
     for b, x in zip(blobs, out, strict=True):
         ref = torch.from_numpy(lk.decode_jpeg(b).transpose(2, 0, 1).copy())
         assert x.shape == ref.shape and x.device.type == "cuda"
-        # Not pixel-exact: besides IDCT rounding, libjpeg-turbo's "fancy" chroma upsampling
-        # and nvJPEG's differ at colour edges (an H200 showed a max of 23 levels where the
-        # bound here used to be 3). The image as a whole must agree: a small mean difference.
-        diff = (x.cpu().int() - ref.int()).abs().float()
-        assert diff.mean() <= 2.0, f"mean {diff.mean():.2f}, max {diff.max():.0f} levels"
+        # Not pixel-exact in RGB: libjpeg-turbo's "fancy" chroma upsampling and nvJPEG's
+        # differ at colour edges (an H200 showed up to 66 levels on these 64x64 stripes).
+        # The luma both rebuild from the same Y plane agrees to rounding (max 1 level there):
+        # that is what "the same image" means across JPEG decoders. And RGB, not BGR.
+        luma = torch.tensor([0.299, 0.587, 0.114]).view(3, 1, 1)
+        y, r = x.cpu().float(), ref.float()
+        assert ((y - r) * luma).sum(0).abs().max() <= 2
+        assert (y - r).abs().mean() < (y - r.flip(0)).abs().mean()
     r = lk.gpu_decode_rate(blobs, batch_size=8, repeats=1)
     assert r["samples_per_s"] > 0
 
