@@ -116,7 +116,13 @@ from .instruments.pagecache import evict_page_cache, measure_cold, page_cache_re
 from .instruments.resume import ResumeTrial, format_resume_table, resume_trial
 from .instruments.shuffling import shard_of_bounds, shuffle_quality
 from .instruments.timer import Timing, best_of
-from .instruments.tuning import Suggestion, WorkDataset, suggest_loader, usable_cores
+from .instruments.tuning import (
+    Suggestion,
+    WorkDataset,
+    suggest_loader,
+    thread_pools,
+    usable_cores,
+)
 from .loading.loaders import make_loader, shutdown, worker_processes
 from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
 from .media import writers as _media_writers  # noqa: F401 - registers the video and audio kinds
@@ -229,8 +235,8 @@ __all__ = [  # sorted; several names a line keep this file short
     "sample_workers", "save_tuning", "serve", "shard_bytes_for", "shard_efficiency",
     "shard_of_bounds", "shard_plan", "shuffle_quality", "shutdown", "simulated_step",
     "skip_collate", "spdl_clips", "spdl_status", "split_by_rank", "stage_breakdown",
-    "suggest_loader", "tag_example", "tfdata_measure", "tfdata_status", "timed_gets",
-    "to_device", "token_dtype", "tokens_needed", "torchcodec_status", "torchrun",
+    "suggest_loader", "tag_example", "tfdata_measure", "tfdata_status", "thread_pools",
+    "timed_gets", "to_device", "token_dtype", "tokens_needed", "torchcodec_status", "torchrun",
     "torchvision_status", "trap_trial", "tuned_result", "tuning_steps", "usable_cores",
     "verify", "versions", "video_info", "worker_memory", "worker_processes", "worker_tag",
     "write_formats", "write_hdf5", "write_lmdb", "write_report", "write_s3_shards",

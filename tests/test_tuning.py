@@ -1,4 +1,5 @@
-"""instruments.tuning: the known-cost workload and the num_workers suggestion (chapter 09)."""
+"""instruments.tuning: cores and thread pools (chapter 00), the known-cost workload and the
+num_workers suggestion (chapter 09)."""
 
 from __future__ import annotations
 
@@ -55,3 +56,17 @@ def test_suggest_rejects_nonpositive_rates():
 
 def test_usable_cores():
     assert lk.usable_cores() >= 1
+
+
+def test_thread_pools_in_this_process_and_in_each_worker():
+    """Chapter 00: torch runs one intra-op thread in each DataLoader worker; the native
+    pools are reported per process, and the helper works as a collate_fn under any start
+    method's pickling (it is a module-level function)."""
+    import torch
+
+    here = lk.thread_pools()
+    assert here["source"] == "main" and here["torch"] == torch.get_num_threads()
+    assert all({"internal_api", "num_threads"} <= set(p) for p in here["pools"])
+    seen = {b["source"]: b["torch"] for b in lk.make_loader(
+        range(4), batch_size=1, num_workers=2, collate_fn=lk.thread_pools)}
+    assert seen == {"worker0": 1, "worker1": 1}

@@ -1,9 +1,10 @@
-"""Loader tuning: a workload of known cost per sample; a num_workers hint (ch. 09-11, 13, 15, 16).
+"""Cores, thread pools, a workload of known cost, a num_workers hint (ch. 00, 09-11, 13, 15, 16).
 
 :class:`WorkDataset` costs exactly ``ms`` milliseconds per sample (CPU-busy, like decode and
 augmentation, or sleeping, like waiting on storage), so worker scaling can be measured
 against a known answer. :func:`suggest_loader` turns two measured rates, what one worker
 delivers and what the train step consumes, into ``num_workers`` and ``prefetch_factor``.
+:func:`usable_cores` and :func:`thread_pools` (chapter 00) say what a worker can run on.
 Introduced in chapter 09.
 """
 
@@ -17,6 +18,9 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import Dataset
 
+from ..records.machine import _threadpools
+from .audits import worker_tag
+
 
 def usable_cores() -> int:
     """CPU cores this process may run on (affinity-aware; what workers actually get)."""
@@ -24,6 +28,18 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
         return os.cpu_count() or 1
+
+
+def thread_pools(batch=None) -> dict:
+    """The calling process's thread pools: ``{"source", "torch", "pools"}`` (chapter 00).
+
+    ``source`` is ``main`` or the worker (``worker0``, ...), ``torch`` its intra-op threads,
+    ``pools`` the native pools threadpoolctl finds loaded (torch's OpenMP, numpy's BLAS),
+    each with ``internal_api`` and ``num_threads``. ``batch`` is ignored, so a DataLoader
+    can call this as its ``collate_fn`` and each batch reports the worker that made it (a
+    module-level function: spawn and forkserver workers can unpickle it).
+    """
+    return {"source": worker_tag(), "torch": torch.get_num_threads(), "pools": _threadpools()}
 
 
 class WorkDataset(Dataset):
