@@ -7,7 +7,8 @@ launch folder. Jobs:
   ``ShardStream`` split over rank x worker and over workers only; uneven shards with the
   ``drop`` and ``pad`` policies, a gradient-like ``all_reduce`` every step.
 * ``hang``: the same uneven shards without a policy: the rank with more batches waits in
-  ``all_reduce`` for a peer that has finished; the process-group timeout ends it.
+  ``all_reduce`` for a peer that has finished; the short timeout of a group kept for that
+  wait (``pg_timeout_s``) ends it, while every other collective waits up to PATIENT_S.
   ``sharding`` with ``then_hang=True`` runs it after everything else (one launch for both).
 """
 
@@ -23,6 +24,8 @@ from labkit.data.datasets import MemmapRows
 from labkit.data.fixtures import fixture
 from labkit.loading.loaders import make_loader, shutdown
 from labkit.streams.arrays import ShardStream, deliveries
+
+PATIENT_S = 120  # every collective a peer still joins, however slowly its workers start
 
 
 def _ids(batch) -> list[int]:
@@ -45,8 +48,12 @@ def _sampler_epochs(ds, cfg, rank, world, set_epoch: bool) -> list[list[int]]:
     return epochs
 
 
-def _uneven_steps(stream, cfg, policy: str, dist, torch) -> dict:
-    """Train-like loop with one all_reduce per batch; ``policy`` evens the step counts."""
+def _uneven_steps(stream, cfg, policy: str, dist, torch, hang_group=None) -> dict:
+    """Train-like loop with one all_reduce per batch; ``policy`` evens the step counts.
+
+    A step past the shortest rank's last has no partner (only with ``policy="none"``): it runs
+    on ``hang_group``, whose short timeout ends the wait the demo shows.
+    """
     def batches():
         return make_loader(stream, batch_size=cfg["batch_size"], num_workers=cfg["num_workers"])
 
@@ -66,7 +73,8 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch) -> dict:
                 for batch in it:
                     if done == steps:
                         break
-                    dist.all_reduce(torch.ones(16))  # the gradient sync every rank must join
+                    group = hang_group if done >= least else None  # None: the patient group
+                    dist.all_reduce(torch.ones(16), group=group)  # the gradient sync
                     for src, i in zip(batch["source"], _ids(batch), strict=True):
                         got.setdefault(src, []).append(i)
                     done += 1
@@ -96,8 +104,12 @@ def main() -> None:
     import torch.distributed as dist
 
     cfg = json.loads(Path(sys.argv[1]).read_text())
-    timeout = datetime.timedelta(seconds=float(cfg.get("pg_timeout_s", 60)))
-    dist.init_process_group("gloo", timeout=timeout)
+    # Two timeouts: a long one for every collective a slow peer still joins (worker start-up
+    # under spawn on a loaded machine took seconds), and the demo's short one on a group of
+    # its own, used only where a peer never comes (the steps past the shortest rank's last).
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=PATIENT_S))
+    hang_group = dist.new_group(
+        timeout=datetime.timedelta(seconds=float(cfg.get("pg_timeout_s", PATIENT_S))))
     rank, world = dist.get_rank(), dist.get_world_size()
     out: dict = {"rank": rank, "world_size": world}
     shards_fx = fixture("array_shards", cfg["scale"], progress=False)
@@ -116,12 +128,12 @@ def main() -> None:
                 out[f"uneven_{policy}"] = _uneven_steps(ds, cfg, policy, dist, torch)
         if cfg["job"] == "hang" or cfg.get("then_hang"):  # last: a timeout breaks the group
             ds = ShardStream(shards_fx, shards=uneven, tag=True)
-            out["uneven_none"] = _uneven_steps(ds, cfg, "none", dist, torch)
+            out["uneven_none"] = _uneven_steps(ds, cfg, "none", dist, torch, hang_group)
             t0 = time.perf_counter()
             out["barrier_error"] = None
             if out["uneven_none"]["error"] is None:  # finished its batches: waits for the peer
                 try:
-                    dist.barrier()  # the end-of-epoch sync the early rank waits in
+                    dist.barrier(group=hang_group)  # the end-of-epoch sync it waits in
                 except RuntimeError as e:
                     out["barrier_error"] = str(e).splitlines()[0][-160:]
             out["barrier_s"] = time.perf_counter() - t0
