@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import os
 import re
 import signal
@@ -13,8 +14,10 @@ import warnings
 
 import pytest
 import torch
-from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+import labkit as lk
+from labkit.loading import _torch_private as _tp
 from labkit.loading.loaders import DEFAULT_TIMEOUT_S, make_loader, shutdown, worker_processes
 from labkit.tools import bench
 
@@ -308,3 +311,21 @@ def test_one_worker_timeout_rule_for_loaders_the_kit_does_not_build():
     assert worker_kwargs(0) == {} and worker_kwargs(2) == {"timeout": DEFAULT_TIMEOUT_S}
     assert make_loader(range(4), num_workers=2).timeout == DEFAULT_TIMEOUT_S
     assert make_loader(range(4), num_workers=0).timeout == 0
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_stopped_mid_epoch_spawn_workers_first_hand_over_what_they_owe(method):
+    """A spawn worker stopped while its feeder thread pickles a batch can abort at exit
+    (labkit.loading._torch_private.drain says why); shutdown collects what is owed first."""
+    loader = DataLoader(lk.WorkDataset(512, ms=1.0), batch_size=8, num_workers=2, timeout=60,
+                        multiprocessing_context=multiprocessing.get_context(method))
+    it = iter(loader)
+    for i, _ in enumerate(it):
+        if i == 2:
+            break
+    procs = _tp.workers(it)
+    owed = sum(1 for info in it._task_info.values() if len(info) == 1)
+    assert owed > 0  # the prefetched batches: stopped mid-epoch for real
+    assert _tp.drain(it) == (owed if method == "spawn" else 0)
+    lk.shutdown(it)
+    assert [p.exitcode for p in procs] == [0, 0]  # ended cleanly, not by a signal

@@ -26,6 +26,9 @@ worker processes, and the kit's loader (``loaders.py``) needs both to fail clear
   failed before its first ``_reset``.
 * ``_iterator`` (DataLoader), ``_persistent_workers`` (iterator): the iterator a
   DataLoader keeps for ``persistent_workers=True``, to stop it or to start afresh.
+* ``_task_info`` again, with ``_try_get_data`` (and Python's ``Process._start_method``):
+  :func:`drain` collects the batches the workers
+  still owe before a spawn worker is stopped (why: its docstring).
 
 ``tests/test_torch_private.py`` fails naming the attribute when a torch release changes any
 of these. Nothing else in labkit names private torch API.
@@ -33,6 +36,8 @@ of these. Nothing else in labkit names private torch API.
 
 from __future__ import annotations
 
+import multiprocessing
+import time
 from typing import Any
 
 from torch.utils.data import DataLoader, _utils
@@ -113,6 +118,36 @@ def stop_workers(it) -> None:
     if not hasattr(it, "_workers_status"):  # torch failed before its first _reset
         it._workers_status = [True] * len(it._workers)
     it._shutdown_workers()
+
+
+def drain(it, seconds: float = 5.0) -> int:
+    """Collect (and drop) the batches ``it``'s spawn workers still owe; return how many.
+
+    Why: a worker hands a batch over in its queue's feeder thread, which pickles the tensors
+    (``THPStorage_shareFd``, C++) with the GIL released. A spawn worker ends through
+    ``sys.exit``, so Python finalizes; a daemon thread that then takes the GIL back is ended
+    with ``pthread_exit``, whose unwinding through those C++ frames calls ``std::terminate``:
+    "terminate called without an active exception", SIGABRT, "DataLoader worker ... killed by
+    signal: Aborted" (a core dump of chapter 08's stopped resume trials showed exactly this,
+    Python 3.11, torch 2.13). fork and forkserver workers end with ``os._exit`` and never
+    finalize; Python 3.14 no longer ends such threads. Once every owed batch has arrived no
+    feeder is pickling, and the stop is clean. Bounded by ``seconds`` (a hung worker owes
+    forever); only workers of the spawn start method are drained.
+    """
+    procs = workers(it)
+    # a context's Process names its method; the default context's defers to the default
+    method = procs and (type(procs[0])._start_method or multiprocessing.get_start_method())
+    if method != "spawn":
+        return 0
+    owed_now = sum(1 for info in getattr(it, "_task_info", {}).values() if len(info) == 1)
+    got, deadline = 0, time.monotonic() + seconds
+    while got < owed_now and (left := deadline - time.monotonic()) > 0:
+        try:
+            ok, _ = it._try_get_data(min(left, 1.0))
+        except RuntimeError:  # a worker died: nothing more will come from it
+            break
+        got += ok
+    return got
 
 
 def worker_shutdown(it):

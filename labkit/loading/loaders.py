@@ -230,6 +230,7 @@ def shutdown(it: Any) -> None:
             return
     stop = _tp.worker_shutdown(it)  # torch's multiprocessing iterator
     if stop is not None:
+        _tp.drain(it)  # spawn workers first hand over what they owe (why: _tp.drain)
         stop()
     close = getattr(it, "close", None)  # a generator: runs its finally blocks
     if close is not None:
