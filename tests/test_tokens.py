@@ -211,6 +211,24 @@ def test_resume_exact_across_world_sizes(tmp_path):
         lk.TokenBatches(tc, 16, 4, rank=2, world_size=2)
 
 
+def test_budget_batches_cover_once_within_budget():
+    lengths = np.random.default_rng(0).integers(1, 200, 500)
+    batches = lk.budget_batches(lengths, 800, buffer_size=128, seed=1)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(500))
+    assert all(len(b) * lengths[b].max() <= 800 for b in batches)
+    for lo in range(0, 500, 128):  # a batch never leaves its buffer
+        assert all(b.min() >= lo or b.max() < lo for b in batches)
+    fixed = [np.arange(i, min(i + 8, 500)) for i in range(0, 500, 8)]
+    budget, plain = lk.batch_padding(lengths, batches), lk.batch_padding(lengths, fixed)
+    assert budget["padding"] < plain["padding"] and budget["slots_max"] <= 800
+    assert plain == {"batches": 63, "padding": plain["padding"], "rows_min": 4, "rows_max": 8,
+                     "slots_max": plain["slots_max"]}
+    again = lk.budget_batches(lengths, 800, buffer_size=128, seed=1)
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again, strict=True))
+    with pytest.raises(ValueError, match="max_tokens"):
+        lk.budget_batches([10, 900], 800)
+
+
 def test_bad_token_file_sizes_and_indices(tmp_path):
     tc = toy_corpus(tmp_path)
     odd = tmp_path / "odd.bin"
