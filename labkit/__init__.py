@@ -176,6 +176,7 @@ from .streams.arrays import RowRange, ShardStream, deliveries, range_worker_init
 from .streams.rowgroups import ParquetRowGroups, open_parquet
 from .streams.split import ShardPlan, shard_plan
 from .streams.tarshards import TarShardStream, split_by_rank
+from .tokens.batching import batch_padding, budget_batches
 from .tokens.corpus import TokenCorpus, open_tokens, token_dtype
 from .tokens.epoch import DocumentEpoch, TokenBatches
 from .tokens.masking import TinyLM, cu_seqlens, document_mask, packed_vs_alone, position_ids
@@ -208,7 +209,8 @@ __all__ = [  # sorted; several names a line keep this file short
     "Timeline", "Timing", "TinyLM", "TokenBatches", "TokenCorpus", "TorchMmapRows",
     "TorchrunResult", "TraceSummary", "TrapOutcome", "TuningResult", "TuningStep",
     "WorkDataset", "WorkerMemory", "WorkerSample", "audio_info", "audio_starts", "audio_window",
-    "audit", "available_decoders", "best_of", "blended_index", "break_even", "build_loader",
+    "audit", "available_decoders", "batch_padding", "best_of", "blended_index", "break_even",
+    "budget_batches", "build_loader",
     "check_clip", "cleanup_bakeoff", "clip_indices", "compare", "comparison_rows", "cu_seqlens",
     "cuda_status", "dali_decode_rate", "dali_status", "damaged_copy", "decision_table",
     "decode_all", "decode_clip", "decode_jpeg", "deliveries", "diagnose", "doctor",

@@ -178,6 +178,57 @@ def test_resume_with_another_batch_size_or_context(tmp_path):
         lk.TokenBatches(tc, 16, 4, epoch=1).load_state_dict(state)
 
 
+def ranks_run(tc, world_size, global_batch, steps=None, state=None, num_workers=0):
+    """Every rank of a world simulated in this process: its batches and its saved state."""
+    got, states = {}, []
+    for rank in range(world_size):
+        tb = lk.TokenBatches(tc, 16, global_batch // world_size, rank=rank,
+                             world_size=world_size, num_workers=num_workers, timeout=30)
+        if state is not None:
+            tb.load_state_dict(state)
+        got[rank] = list(itertools.islice(tb, steps))
+        states.append(tb.state_dict())
+    return got, states
+
+
+def test_resume_exact_across_world_sizes(tmp_path):
+    tc = toy_corpus(tmp_path, lengths=tuple(range(3, 300, 7)))
+    ix = lk.DocumentEpoch(tc, 16)
+    ref = [b["sample"] for b in lk.TokenBatches(tc, 16, 12)]  # one process, global batches
+    before, states = ranks_run(tc, 2, 12, steps=3, num_workers=2)
+    assert all(s == states[0] for s in states) and states[0]["samples_processed"] == 36
+    for world in (1, 3, 4):
+        after, _ = ranks_run(tc, world, 12, state=states[0])
+        steps = [torch.cat([b[s]["sample"] for b in before.values()]) for s in range(3)]
+        steps += [torch.cat([got[s]["sample"] for got in after.values() if s < len(got)])
+                  for s in range(len(after[0]))]
+        assert all(torch.equal(a, b) for a, b in zip(steps, ref, strict=True)), world
+        pos = torch.cat([b["pos"].flatten() for run in (before, after)
+                         for got in run.values() for b in got]).numpy()
+        counts = np.bincount(pos, minlength=len(tc.tokens))
+        assert (counts <= 1).all() and (counts == 0).sum() == ix.remainder, world
+    with pytest.raises(ValueError, match="outside"):
+        lk.TokenBatches(tc, 16, 4, rank=2, world_size=2)
+
+
+def test_budget_batches_cover_once_within_budget():
+    lengths = np.random.default_rng(0).integers(1, 200, 500)
+    batches = lk.budget_batches(lengths, 800, buffer_size=128, seed=1)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(500))
+    assert all(len(b) * lengths[b].max() <= 800 for b in batches)
+    for lo in range(0, 500, 128):  # a batch never leaves its buffer
+        assert all(b.min() >= lo or b.max() < lo for b in batches)
+    fixed = [np.arange(i, min(i + 8, 500)) for i in range(0, 500, 8)]
+    budget, plain = lk.batch_padding(lengths, batches), lk.batch_padding(lengths, fixed)
+    assert budget["padding"] < plain["padding"] and budget["slots_max"] <= 800
+    assert plain == {"batches": 63, "padding": plain["padding"], "rows_min": 4, "rows_max": 8,
+                     "slots_max": plain["slots_max"]}
+    again = lk.budget_batches(lengths, 800, buffer_size=128, seed=1)
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again, strict=True))
+    with pytest.raises(ValueError, match="max_tokens"):
+        lk.budget_batches([10, 900], 800)
+
+
 def test_bad_token_file_sizes_and_indices(tmp_path):
     tc = toy_corpus(tmp_path)
     odd = tmp_path / "odd.bin"

@@ -7,6 +7,13 @@ the last ``< context + 1`` tokens are left over; then the samples themselves are
 Everything is a pure function of (corpus, context, seed, epoch), so the state a resume needs
 is how many samples were consumed (OLMo-core keeps the same: a global order plus a counter),
 with a fingerprint that refuses a different corpus or context.
+
+Over ranks, the order is cut into *global batches* of ``world_size x batch_size`` samples and
+rank ``r`` takes the ``r``-th slice of each. The kit's strided split
+(:func:`~labkit.streams.split.assign`, global worker ``g`` takes ``g, g + total, ...``) would
+be exactly-once too, but after ``s`` steps the samples consumed would not be a prefix of the
+order; with global batches they are, so one counter is the whole state of every rank and
+worker, and a run stopped at one world size resumes exactly at another.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import numpy as np
 import torch
 
 from ..loading.loaders import make_loader
+from ..streams.split import current_split
 from .corpus import TokenCorpus
 
 
@@ -76,24 +84,29 @@ class DocumentEpoch:
 
 
 class _Batches(torch.utils.data.IterableDataset):
-    """Batches from sample ``start`` on; worker ``w`` of ``k`` makes batches ``w, w + k, ...``.
+    """One rank's batches from sample ``start`` on, over its workers.
 
-    The DataLoader takes one batch from each worker in turn, so the order it delivers is the
-    batch order, whatever the number of workers.
+    Step ``s`` is the global batch ``start + s * world_size * batch_size ...``; this rank reads
+    its slice of it, and worker ``w`` of ``k`` reads steps ``w, w + k, ...``. The DataLoader
+    takes one batch from each worker in turn, so it delivers the rank's steps in order,
+    whatever the number of workers.
     """
 
-    def __init__(self, epoch: DocumentEpoch, start: int, batch_size: int, drop_last: bool):
+    def __init__(self, epoch: DocumentEpoch, start: int, batch_size: int, drop_last: bool,
+                 rank: int = 0, world_size: int = 1):
         self.epoch, self.start = epoch, start
         self.batch_size, self.drop_last = batch_size, drop_last
+        self.rank, self.world_size = rank, world_size
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         w, k = (info.id, info.num_workers) if info else (0, 1)
-        n = self.epoch.samples
-        last = n - (n - self.start) % self.batch_size if self.drop_last else n
-        for b, first in enumerate(range(self.start, last, self.batch_size)):
-            if b % k == w:
-                yield self.epoch.batch(first, min(self.batch_size, last - first))
+        n, step = self.epoch.samples, self.batch_size * self.world_size
+        last = n - (n - self.start) % step if self.drop_last else n
+        for s, first in enumerate(range(self.start, last, step)):
+            mine = first + self.rank * self.batch_size
+            if s % k == w and mine < last:
+                yield self.epoch.batch(mine, min(self.batch_size, last - mine))
 
 
 class TokenBatches:
@@ -104,22 +117,34 @@ class TokenBatches:
     that state continues exactly where the old one stopped, with any ``num_workers`` and any
     ``batch_size`` (the counter is in samples). A state from another corpus or context is
     refused with an error saying which.
+
+    Over ranks (``rank``, ``world_size``; default: :func:`~labkit.streams.split.current_split`)
+    ``batch_size`` is per rank and each step is one global batch of ``world_size x
+    batch_size`` samples, rank ``r`` its ``r``-th slice. ``samples_processed`` counts global
+    samples (steps x global batch, as OLMo-core's ``batches_processed``), so every rank saves
+    the same state, and it resumes at any world size (chapter 11, section 6).
     """
 
     def __init__(self, corpus: TokenCorpus, context: int, batch_size: int, *, seed: int = 0,
                  epoch: int = 0, num_workers: int = 0, drop_last: bool = False,
-                 timeout: float = 60):
+                 timeout: float = 60, rank: int | None = None, world_size: int | None = None):
         self.index = DocumentEpoch(corpus, context, seed, epoch)
         self.batch_size, self.num_workers, self.drop_last = batch_size, num_workers, drop_last
+        place = current_split(rank, world_size)  # fails here on a rank outside the world
+        self.rank, self.world_size = place.rank, place.world_size
         self.timeout = timeout
         self.samples_processed = 0
 
     def __iter__(self):
-        ds = _Batches(self.index, self.samples_processed, self.batch_size, self.drop_last)
+        start = self.samples_processed
+        ds = _Batches(self.index, start, self.batch_size, self.drop_last, self.rank,
+                      self.world_size)
         loader = make_loader(ds, batch_size=None, num_workers=self.num_workers,
                              timeout=self.timeout)
-        for batch in loader:  # counted here, in the training process: what it really got
-            self.samples_processed += len(batch["sample"])
+        step = self.batch_size * self.world_size
+        for s, batch in enumerate(loader, 1):  # counted here, in the training process
+            # every rank finished global step s with this batch: one counter for all of them
+            self.samples_processed = min(start + s * step, self.index.samples)
             yield batch
         self.samples_processed = 0  # a finished epoch: the next iteration starts it again
 
