@@ -79,6 +79,14 @@ from .formats.breakeven import BreakEven
 from .formats.hdf5rows import Hdf5Rows, write_hdf5
 from .formats.lazy import LazyFile
 from .formats.lmdbrows import LmdbRows, write_lmdb
+from .formats.moreformats import (
+    ArrayRecordRows,
+    LanceRows,
+    array_record_status,
+    lance_status,
+    write_array_record,
+    write_lance,
+)
 from .formats.onetensor import SafetensorsRows, TorchMmapRows
 from .formats.table import (
     FormatRow,
@@ -87,6 +95,7 @@ from .formats.table import (
     measure_formats,
     read_back,
     write_formats,
+    write_more_formats,
     write_tensor_formats,
 )
 from .formats.tensorfiles import TensorFiles, write_tensor_files
@@ -195,12 +204,14 @@ except PackageNotFoundError:  # a plain checkout on sys.path
     __version__ = "0+unknown"
 
 __all__ = [  # sorted; several names a line keep this file short
-    "ArrowRows", "AudioWindows", "Audit", "BakeoffData", "BakeoffResult", "BreakEven",
+    "ArrayRecordRows", "ArrowRows", "AudioWindows", "Audit", "BakeoffData", "BakeoffResult",
+    "BreakEven",
     "BreakEvenWidget", "CappedRun", "Check", "Checkpoint", "ClipDataset", "ClipShardStream",
     "CudaStreamPrefetcher", "Dashboard", "DashboardModel", "DataFormatError", "DiagnoseError",
     "Diagnosis", "DocumentEpoch", "EagerHdf5Rows", "EagerLmdbRows", "Fault", "Fixture",
     "FixtureError", "FormatRow", "Hdf5Rows", "Hotspot", "ImageFolderDataset", "LabkitError",
-    "LazyFile", "LmdbRows", "LoaderAdapter", "Measurement", "MediaError", "MemmapBatches",
+    "LanceRows", "LazyFile", "LmdbRows", "LoaderAdapter", "Measurement", "MediaError",
+    "MemmapBatches",
     "MemmapRows", "NpyFilesDataset", "NumpyRows", "ObjectStore", "PACKERS", "PackedImages",
     "Packing", "ParquetRowGroups", "PyObjectRows", "RecordError", "ResizeTo", "ResumeTrial",
     "RowRange", "S3ShardStream", "SCALES", "SafetensorsRows", "ScaleError", "ShardCache",
@@ -208,7 +219,8 @@ __all__ = [  # sorted; several names a line keep this file short
     "TFRecordRows", "TarShardStream", "TensorFiles", "TfDataResult", "ThreadPrefetcher",
     "Timeline", "Timing", "TinyLM", "TokenBatches", "TokenCorpus", "TorchMmapRows",
     "TorchrunResult", "TraceSummary", "TrapOutcome", "TuningResult", "TuningStep",
-    "WorkDataset", "WorkerMemory", "WorkerSample", "audio_info", "audio_starts", "audio_window",
+    "WorkDataset", "WorkerMemory", "WorkerSample", "array_record_status", "audio_info",
+    "audio_starts", "audio_window",
     "audit", "available_decoders", "batch_padding", "best_of", "blended_index", "break_even",
     "budget_batches", "build_loader",
     "check_clip", "cleanup_bakeoff", "clip_indices", "compare", "comparison_rows", "cu_seqlens",
@@ -219,7 +231,8 @@ __all__ = [  # sorted; several names a line keep this file short
     "format_decision_table", "format_doctor", "format_environment", "format_fixture_table",
     "format_formats", "format_packing", "format_resume_table", "format_table", "format_tuning",
     "gpu_decode_rate", "gpu_decode_status", "image_pipeline", "image_train_step", "key_id",
-    "knob", "kornia_gpu_status", "load_records", "load_tuning", "loader_names", "make_augment",
+    "knob", "kornia_gpu_status", "lance_status", "load_records", "load_tuning",
+    "loader_names", "make_augment",
     "make_loader", "masked_crc", "measure", "measure_audited", "measure_cold",
     "measure_formats", "media_gpu_status", "nvjpeg_decode", "objectstore_systems", "open_array",
     "open_parquet", "open_tokens", "pack", "pack_images", "packed_vs_alone",
@@ -241,6 +254,7 @@ __all__ = [  # sorted; several names a line keep this file short
     "timed_gets", "to_device", "token_dtype", "tokens_needed", "torchcodec_status", "torchrun",
     "torchvision_status", "trap_trial", "tuned_result", "tuning_steps", "usable_cores",
     "verify", "versions", "video_info", "worker_memory", "worker_processes", "worker_tag",
-    "write_formats", "write_hdf5", "write_lmdb", "write_report", "write_s3_shards",
+    "write_array_record", "write_formats", "write_hdf5", "write_lance", "write_lmdb",
+    "write_more_formats", "write_report", "write_s3_shards",
     "write_tensor_files", "write_tensor_formats", "write_tfrecord",
 ]

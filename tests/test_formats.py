@@ -355,3 +355,47 @@ def test_lmdb_lock_is_one_choice_per_file_per_process(rows, tmp_path):
         lk.LmdbRows(p)
     eager = lk.EagerLmdbRows(shutil.copytree(p, tmp_path / "e.lmdb"), lock=False)
     assert eager.env.flags()["lock"] is False
+
+
+# -- Lance and ArrayRecord, the optional moreformats extra -------------------------------------
+
+_LANCE_OK, _LANCE_WHY = lk.lance_status()
+_AR_OK, _AR_WHY = lk.array_record_status()
+
+
+def test_more_formats_are_written_where_installed_and_say_why_where_not(rows, tmp_path):
+    fmts, notes = lk.write_more_formats(rows, tmp_path / "more")
+    names = [f.name for f in fmts]
+    assert ("Lance" in names) == _LANCE_OK and ("ArrayRecord" in names) == _AR_OK
+    assert len(notes) == 2 - len(fmts)
+    for note in notes:
+        assert note.split(":")[0] in ("Lance not run", "ArrayRecord not run")
+        assert 'pip install -e ".[moreformats]"' in note
+    want = hashlib.sha256(rows.tobytes()).hexdigest()
+    for f in fmts:
+        assert lk.read_back(f) == (N, want), f.name
+        assert pickle.loads(pickle.dumps(f.make())).path == f.path
+
+
+@pytest.mark.skipif(not _LANCE_OK, reason=_LANCE_WHY)
+def test_lance_rows_by_position_and_a_bad_dataset(rows, tmp_path):
+    p = tmp_path / "r.lance"
+    lk.write_lance(p, rows)
+    ds = lk.LanceRows(p)
+    x, i = ds[17]
+    assert i == 17 and np.array_equal(x.numpy(), rows[17])
+    (tmp_path / "not.lance").mkdir()
+    with pytest.raises(lk.DataFormatError, match="not.lance"):
+        lk.LanceRows(tmp_path / "not.lance")
+
+
+@pytest.mark.skipif(not _AR_OK, reason=_AR_WHY)
+def test_array_record_rows_fork_and_refuse_a_damaged_file(rows, tmp_path):
+    p = tmp_path / "r.array_record"
+    lk.write_array_record(p, rows)
+    ds = lk.ArrayRecordRows(p)
+    ds[0]  # the parent reads first
+    assert lk.trap_trial(ds, rows, start_method="fork").outcome == "ok"
+    short = lk.damaged_copy(p, tmp_path / "short.array_record", "truncate")
+    with pytest.raises(lk.DataFormatError, match="short.array_record"):
+        lk.ArrayRecordRows(short)

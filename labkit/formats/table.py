@@ -25,6 +25,14 @@ from ..instruments.meter import measure
 from ..loading.loaders import make_loader
 from .hdf5rows import Hdf5Rows, write_hdf5
 from .lmdbrows import LmdbRows, write_lmdb
+from .moreformats import (
+    ArrayRecordRows,
+    LanceRows,
+    array_record_status,
+    lance_status,
+    write_array_record,
+    write_lance,
+)
 from .onetensor import (
     SafetensorsRows,
     TorchMmapRows,
@@ -59,6 +67,9 @@ class StoredFormat:
     path: Path
     write_s: float
     make: Callable = field(repr=False)  # () -> a fresh map-style dataset
+    #: False where the library says it must not be used across fork() (Lance warns so at
+    #: every fork, and its forked workers crashed here): no forked workers are run for it
+    fork_safe: bool = True
 
     @property
     def nbytes(self) -> int:
@@ -137,6 +148,29 @@ def write_tensor_formats(rows: np.ndarray, dest) -> tuple[list[StoredFormat], st
     return out, "" if ok else f"safetensors skipped: {why}"
 
 
+def write_more_formats(rows: np.ndarray, dest) -> tuple[list[StoredFormat], list[str]]:
+    """``rows`` as a Lance dataset and an ArrayRecord file, each where its optional library
+    (the ``moreformats`` extra) is installed. Returns the formats, and one line per library
+    that was not run, saying why and how to install it."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    lp, ap = dest / "rows.lance", dest / "rows.array_record"
+    out, notes = [], []
+    ok, why = lance_status()
+    if ok:
+        out.append(StoredFormat("Lance", "lance", lp, write_lance(lp, rows),
+                                lambda: LanceRows(lp), fork_safe=False))
+    else:
+        notes.append(f"Lance not run: {why}")
+    ok, why = array_record_status()
+    if ok:
+        out.append(StoredFormat("ArrayRecord", "arrayrecord", ap, write_array_record(ap, rows),
+                                lambda: ArrayRecordRows(ap, dtype=rows.dtype)))
+    else:
+        notes.append(f"ArrayRecord not run: {why}")
+    return out, notes
+
+
 def read_back(fmt: StoredFormat) -> tuple[int, str]:
     """Every sample read back in index order: ``(samples, sha256 of their bytes)``."""
     ds = fmt.make()
@@ -192,7 +226,8 @@ def measure_formats(formats: list[StoredFormat], *, num_workers: int = 2,
 
     With ``reference`` (the rows that were written), each reader is also run once through
     ``num_workers`` forked workers after the parent read through it, every row compared
-    (:func:`~labkit.trap_trial`), and checked to pickle (:func:`spawn_ready`).
+    (:func:`~labkit.trap_trial`), and checked to pickle (:func:`spawn_ready`). A format that
+    is not ``fork_safe`` is measured in the main process only (no forked workers).
     """
     rows = []
     for fmt in formats:
@@ -201,38 +236,43 @@ def measure_formats(formats: list[StoredFormat], *, num_workers: int = 2,
         random = {nw: measure(make_loader(ds, batch_size=batch_size, shuffle=True,
                                           num_workers=nw),
                               name=f"{fmt.name}, random, {nw} workers", **kw)
-                  for nw in sorted({0, num_workers})}
+                  for nw in sorted({0, num_workers if fmt.fork_safe else 0})}
         seq = measure(make_loader(ds, batch_size=batch_size),
                       name=f"{fmt.name}, sequential", **kw)
         row = FormatRow(fmt, open_cost(fmt), random, seq)
+        if not fmt.fork_safe:
+            row.fork = "not run"
         if reference is not None:
             ds[0]  # the parent reads first, as a notebook does
-            row.fork = trap_trial(ds, reference, start_method="fork", num_workers=num_workers,
-                                  batch_size=batch_size).outcome
+            if fmt.fork_safe:
+                row.fork = trap_trial(ds, reference, start_method="fork", num_workers=num_workers,
+                                      batch_size=batch_size).outcome
             row.spawn = spawn_ready(ds)
         rows.append(row)
     return rows
 
 
-def _rate(m: Measurement) -> str:
+def _rate(m: Measurement | None) -> str:
+    if m is None:
+        return "not run"
     lo, hi = m.samples_per_s_range
     return f"{m.samples_per_s:,.0f}" + (f" ({lo:,.0f}-{hi:,.0f})" if len(m.passes) > 1 else "")
 
 
 def format_formats(rows: list[FormatRow], facts: bool = True) -> str:
     """The table, one line per format: sizes, write and open cost, samples/s (range)."""
-    nws = sorted(rows[0].random)
+    nws = sorted({nw for r in rows for nw in r.random})
     w = max(len(r.fmt.name) for r in rows) + 2
     head = (f"{'format':<{w}}{'write s':>8}{'MiB':>8}{'on disk':>9}{'open ms':>10}"
             + "".join(f"{f'random {nw}w':>27}" for nw in nws) + f"{'sequential':>27}"
-            + f"  {'fork':<6}{'spawn':<8}")
+            + f"  {'fork':<8}{'spawn':<8}")
     lines = [head, "-" * len(head)]
     for r in rows:
         f = r.fmt
         lines.append(f"{f.name:<{w}}{f.write_s:>8.2f}{f.nbytes / 2**20:>8.2f}"
                      f"{f.disk_bytes / 2**20:>9.2f}{r.open_s * 1e3:>10.2f}"
-                     + "".join(f"{_rate(r.random[nw]):>27}" for nw in nws)
-                     + f"{_rate(r.sequential):>27}  {r.fork:<6}{r.spawn.split(':')[0]:<8}")
+                     + "".join(f"{_rate(r.random.get(nw)):>27}" for nw in nws)
+                     + f"{_rate(r.sequential):>27}  {r.fork:<8}{r.spawn.split(':')[0]:<8}")
     lines.append("samples/s: median (min-max over passes); on disk = allocated blocks, MiB; "
                  "fork: every row right through forked workers after the parent read; "
                  "spawn: the dataset pickles (path only)")
