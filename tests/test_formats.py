@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import pickle
 import shutil
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -363,30 +366,47 @@ _LANCE_OK, _LANCE_WHY = lk.lance_status()
 _AR_OK, _AR_WHY = lk.array_record_status()
 
 
-def test_more_formats_are_written_where_installed_and_say_why_where_not(rows, tmp_path):
-    fmts, notes = lk.write_more_formats(rows, tmp_path / "more")
-    names = [f.name for f in fmts]
-    assert ("Lance" in names) == _LANCE_OK and ("ArrayRecord" in names) == _AR_OK
-    assert len(notes) == 2 - len(fmts)
-    for note in notes:
-        assert note.split(":")[0] in ("Lance not run", "ArrayRecord not run")
-        assert 'pip install -e ".[moreformats]"' in note
-    want = hashlib.sha256(rows.tobytes()).hexdigest()
-    for f in fmts:
-        assert lk.read_back(f) == (N, want), f.name
-        assert pickle.loads(pickle.dumps(f.make())).path == f.path
+def _in_a_fresh_process(body: str) -> None:
+    """Run ``body`` in its own Python: lance, once imported, makes every later fork of this
+    pytest process unsafe (labkit.formats.moreformats.lance_status says why)."""
+    code = ("import hashlib, pickle, numpy as np, labkit as lk\n"
+            f"N, F = {N}, {F}\n"
+            "rows = np.random.default_rng(0).standard_normal((N, F), dtype=np.float32)\n"
+            "rows[:, 0] = np.arange(N)\n" + textwrap.dedent(body))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_more_formats_are_written_where_installed_and_say_why_where_not(tmp_path):
+    _in_a_fresh_process(f"""
+        fmts, notes = lk.write_more_formats(rows, {str(tmp_path / "more")!r})
+        names = [f.name for f in fmts]
+        assert ("Lance" in names) == {_LANCE_OK} and ("ArrayRecord" in names) == {_AR_OK}
+        assert len(notes) == 2 - len(fmts)
+        for note in notes:
+            assert note.split(":")[0] in ("Lance not run", "ArrayRecord not run")
+            assert 'pip install -e ".[moreformats]"' in note
+        want = hashlib.sha256(rows.tobytes()).hexdigest()
+        for f in fmts:
+            assert lk.read_back(f) == (N, want), f.name
+            assert pickle.loads(pickle.dumps(f.make())).path == f.path
+        """)
 
 
 @pytest.mark.skipif(not _LANCE_OK, reason=_LANCE_WHY)
-def test_lance_rows_by_position_and_a_bad_dataset(rows, tmp_path):
-    p = tmp_path / "r.lance"
-    lk.write_lance(p, rows)
-    ds = lk.LanceRows(p)
-    x, i = ds[17]
-    assert i == 17 and np.array_equal(x.numpy(), rows[17])
-    (tmp_path / "not.lance").mkdir()
-    with pytest.raises(lk.DataFormatError, match="not.lance"):
-        lk.LanceRows(tmp_path / "not.lance")
+def test_lance_rows_by_position_and_a_bad_dataset(tmp_path):
+    _in_a_fresh_process(f"""
+        import pytest
+        p = {str(tmp_path / "r.lance")!r}
+        lk.write_lance(p, rows)
+        x, i = lk.LanceRows(p)[17]
+        assert i == 17 and np.array_equal(x.numpy(), rows[17])
+        bad = {str(tmp_path / "not.lance")!r}
+        __import__("os").mkdir(bad)
+        with pytest.raises(lk.DataFormatError, match="not.lance"):
+            lk.LanceRows(bad)
+        """)
 
 
 @pytest.mark.skipif(not _AR_OK, reason=_AR_WHY)

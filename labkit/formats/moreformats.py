@@ -12,6 +12,8 @@ lazily, per process (:class:`~labkit.formats.lazy.LazyFile`), and pickle as thei
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import time
 
 import numpy as np
@@ -24,12 +26,15 @@ _EXTRA = 'pip install -e ".[moreformats]"'
 
 
 def lance_status() -> tuple[bool, str]:
-    """``(True, version)`` when ``lance`` (the ``pylance`` package) imports, else why not."""
-    try:
-        import lance
-    except ImportError as e:
-        return False, f"pylance is not installed ({e}); {_EXTRA} or pip install pylance"
-    return True, f"lance {lance.__version__}"
+    """``(True, version)`` when ``lance`` (the ``pylance`` package) is installed, else why not.
+
+    Found, not imported: importing lance starts its runtime's threads, and every ``fork()``
+    after that warns that lance is not fork-safe (its forked workers crashed here), so a
+    process that only asks must not import it.
+    """
+    if importlib.util.find_spec("lance") is None:
+        return False, f"pylance is not installed; {_EXTRA} or pip install pylance"
+    return True, f"lance {importlib.metadata.version('pylance')}"
 
 
 def array_record_status() -> tuple[bool, str]:
