@@ -144,8 +144,8 @@ def drain(it, seconds: float = 5.0) -> int:
     while got < owed_now and (left := deadline - time.monotonic()) > 0:
         try:
             ok, _ = it._try_get_data(min(left, 1.0))
-        except RuntimeError:  # a worker died: nothing more will come from it
-            break
+        except Exception:  # noqa: BLE001 - a dead worker, an interrupted wait: stop draining
+            break  # draining is for a clean exit only; the stop below must happen regardless
         got += ok
     return got
 
