@@ -43,9 +43,7 @@ def array_record_status() -> tuple[bool, str]:
         from array_record.python import array_record_module  # noqa: F401
     except ImportError as e:
         return False, f"array-record is not installed ({e}); {_EXTRA} or pip install array-record"
-    from importlib.metadata import version
-
-    return True, f"array-record {version('array-record')}"
+    return True, f"array-record {importlib.metadata.version('array-record')}"
 
 
 def write_lance(dest, rows: np.ndarray) -> float:

@@ -120,6 +120,12 @@ def stop_workers(it) -> None:
     it._shutdown_workers()
 
 
+def owed_batches(it) -> int:
+    """Batches sent to ``it``'s workers and not yet received (``_task_info`` entries without
+    data; a received out-of-order batch carries its data)."""
+    return sum(1 for info in getattr(it, "_task_info", {}).values() if len(info) == 1)
+
+
 def drain(it, seconds: float = 5.0) -> int:
     """Collect (and drop) the batches ``it``'s spawn workers still owe; return how many.
 
@@ -139,7 +145,7 @@ def drain(it, seconds: float = 5.0) -> int:
     method = procs and (type(procs[0])._start_method or multiprocessing.get_start_method())
     if method != "spawn":
         return 0
-    owed_now = sum(1 for info in getattr(it, "_task_info", {}).values() if len(info) == 1)
+    owed_now = owed_batches(it)
     got, deadline = 0, time.monotonic() + seconds
     while got < owed_now and (left := deadline - time.monotonic()) > 0:
         try:
