@@ -4,7 +4,8 @@ Three layers; a module imports only from its own layer or the ones before it, at
 the file (tests/test_layout.py checks; every module's first docstring line names the chapters
 that call it, tests/test_layout.py checks that too, ``labkit helpers NN`` lists them):
 
-1. The spine, the concepts every chapter uses: ``errors``, ``paths``, ``scale``; ``data``
+1. The spine, the concepts every chapter uses: ``errors``, ``paths``, ``scale``, ``optional``
+   (is an optional library here, and if not, why and what to install); ``data``
    (fixtures, writers, faults, teaching datasets), ``images`` (decoders, folder and packed
    datasets, augmentation, GPU paths, stage costs), ``streams`` (one rank x worker split
    base, one shuffle buffer, one resume state; array, row-group and tar-shard streams),

@@ -168,7 +168,7 @@ def test_petastorm_row_says_exactly_why_and_this_test_fails_once_petastorm_would
     ok, why = lk.probe_loader(bakeoff.get_adapter("Petastorm"))
     assert not ok and "pyarrow.filesystem, which pyarrow 15 removed" in why
     if importlib.util.find_spec("petastorm") is not None:
-        assert "does not import here (ModuleNotFoundError: No module named " \
+        assert "does not load here (ModuleNotFoundError: No module named " \
                "'pyarrow.filesystem')" in why
         with pytest.raises(ModuleNotFoundError) as e:
             importlib.import_module("petastorm")

@@ -329,15 +329,25 @@ def test_bad_arguments_fail_fast(videos):
 # -- what runs here, and what to install where it does not ----------------------------------------
 
 def test_without_ffmpeg_the_reason_says_what_to_install(monkeypatch):
-    import sys
+    import importlib
 
+    from labkit import optional
     from labkit.media import backends
 
+    real = importlib.import_module
+
+    def no_libav(name, *a, **kw):  # what torchcodec raises where FFmpeg's libraries are missing
+        if name == "torchcodec.decoders":
+            raise RuntimeError("Could not load libtorchcodec. libavutil.so.59: cannot open "
+                               "shared object file")
+        return real(name, *a, **kw)
+
     backends.torchcodec_status.cache_clear()
-    monkeypatch.setitem(sys.modules, "torchcodec", None)  # as if libav* could not load
+    monkeypatch.setattr(optional.importlib, "import_module", no_libav)
     try:
         ok, reason = lk.ffmpeg_status()
         assert not ok and FFMPEG_INSTALL in reason and "apt-get install ffmpeg" in reason
+        assert "torchcodec does not load here (RuntimeError: Could not load" in reason
     finally:
         backends.torchcodec_status.cache_clear()
 

@@ -12,14 +12,13 @@ lazily, per process (:class:`~labkit.formats.lazy.LazyFile`), and pickle as thei
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import time
 
 import numpy as np
 import torch
 
 from ..errors import DataFormatError
+from ..optional import library_status
 from .lazy import LazyFile
 
 _EXTRA = 'pip install -e ".[moreformats]"'
@@ -32,18 +31,14 @@ def lance_status() -> tuple[bool, str]:
     after that warns that lance is not fork-safe (its forked workers crashed here), so a
     process that only asks must not import it.
     """
-    if importlib.util.find_spec("lance") is None:
-        return False, f"pylance is not installed; {_EXTRA} or pip install pylance"
-    return True, f"lance {importlib.metadata.version('pylance')}"
+    return library_status("pylance", "lance", label="pylance", load=False,
+                          install=f"{_EXTRA} or pip install pylance")
 
 
 def array_record_status() -> tuple[bool, str]:
-    """``(True, version)`` when ``array_record`` imports, else why not."""
-    try:
-        from array_record.python import array_record_module  # noqa: F401
-    except ImportError as e:
-        return False, f"array-record is not installed ({e}); {_EXTRA} or pip install array-record"
-    return True, f"array-record {importlib.metadata.version('array-record')}"
+    """``(True, version)`` when ``array_record``'s reader and writer load, else why not."""
+    return library_status("array-record", "array_record.python.array_record_module",
+                          install=f"{_EXTRA} or pip install array-record")
 
 
 def write_lance(dest, rows: np.ndarray) -> float:

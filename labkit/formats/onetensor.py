@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..errors import DataFormatError
+from ..optional import library_status
 from .lazy import LazyFile
 
 #: The tensor's name inside a safetensors file written here.
@@ -24,11 +25,7 @@ TENSOR = "rows"
 
 def safetensors_status() -> tuple[bool, str]:
     """``(True, version)`` when the optional ``safetensors`` package imports, else why not."""
-    try:
-        import safetensors
-    except ImportError as e:
-        return False, f"safetensors is not installed ({e}); pip install safetensors"
-    return True, f"safetensors {safetensors.__version__}"
+    return library_status("safetensors", install="pip install safetensors")
 
 
 def write_torch_tensor(dest, rows: np.ndarray) -> float:

@@ -10,7 +10,6 @@ protobuf 7, TensorFlow 2.21, tfrecord 1.14).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import statistics
@@ -19,17 +18,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..optional import library_status
+
 _CHILD = Path(__file__).with_name("_tfdata_child.py")
 
 
 def tfdata_status() -> tuple[bool, str]:
-    """``(True, where)`` if TensorFlow is installed for this interpreter, else
+    """``(True, version)`` if TensorFlow is installed for this interpreter, else
     ``(False, the reason)``. Nothing is imported: see the module docstring for why."""
-    spec = importlib.util.find_spec("tensorflow")
-    if spec is None:
-        return False, ("tensorflow is not installed; tf.data is the optional extra: "
-                       "pip install 'labkit[tfdata]' (tensorflow-cpu, ~600 MB)")
-    return True, f"tensorflow at {Path(spec.origin).parent}"
+    return library_status("tensorflow-cpu", "tensorflow", label="tensorflow", load=False,
+                          install="tf.data is the optional extra: pip install "
+                                  "'labkit[tfdata]' (tensorflow-cpu, ~600 MB)")
 
 
 @dataclass(frozen=True)

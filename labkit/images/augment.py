@@ -7,6 +7,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from ..optional import library_status
+
 #: ImageNet mean and std (0-255 scale): what the pipelines normalise with.
 MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
@@ -141,20 +143,17 @@ def torchvision_status() -> tuple[bool, str]:
     (PyTorch's CPU or CUDA wheel index) loads. Chapter 10 prints this reason instead of a
     transforms.v2 row.
     """
-    import importlib
+    return library_status("torchvision", "torchvision", "torchvision.transforms.v2",
+                          label="torchvision.transforms.v2", install=torchvision_install())
 
-    try:
-        import torchvision  # noqa: F401 - a mismatched build fails here with any exception
-        importlib.import_module("torchvision.transforms.v2")
-    except Exception as e:  # noqa: BLE001 - RuntimeError, OSError or ImportError alike
-        build = "CPU" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
-        return False, (f"torchvision.transforms.v2 does not load here ({type(e).__name__}: "
-                       f"{str(e)[:100]}). torch is {torch.__version__} ({build} build); "
-                       "PyPI's torchvision for it links libtorch_cuda.so and libc10_cuda.so, "
-                       "so next to a CPU torch its import fails ('operator torchvision::nms "
-                       "does not exist'): install torchvision from the index your torch came "
-                       "from (e.g. https://download.pytorch.org/whl/cpu)")
-    return True, f"torchvision {torchvision.__version__}"
+
+def torchvision_install() -> str:
+    """What to do when torchvision does not load next to this torch (chapters 10, 16)."""
+    build = "CPU" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+    return (f"torch is {torch.__version__} ({build} build); PyPI's torchvision for it links "
+            "libtorch_cuda.so and libc10_cuda.so, so next to a CPU torch its import fails "
+            "('operator torchvision::nms does not exist'): install torchvision from the index "
+            "your torch came from (e.g. https://download.pytorch.org/whl/cpu)")
 
 
 def make_augment(library: str, size: int, seed: int = 0) -> Callable:

@@ -12,39 +12,41 @@ from __future__ import annotations
 from ..errors import LabkitError
 from ..instruments.timer import best_of
 from ..loading.prefetchers import cuda_status
+from ..optional import library_status
+from .augment import torchvision_install
+
+#: NVIDIA DALI is CUDA-only (the ``gpu`` extra), one wheel per CUDA major version.
+DALI_INSTALL = ("pip install nvidia-dali-cuda120 (or -cuda130 for CUDA 13; see "
+                "https://docs.nvidia.com/deeplearning/dali)")
 
 
-def _requires(modules: tuple[str, ...], label: str, device=None) -> tuple[bool, str]:
-    """``(True, detail)`` if a CUDA device is usable and ``modules`` import; else the reason.
-
-    A wheel built for another torch (torchvision from PyPI here) can fail with any exception,
-    not only ImportError, so everything is caught and reported.
-    """
-    import importlib
-
+def _requires(dist: str, modules: tuple[str, ...], install: str, device=None,
+              label: str | None = None) -> tuple[bool, str]:
+    """``(True, detail)`` if a CUDA device is usable and ``modules`` load; else the reason
+    (:func:`~labkit.optional.library_status`: a wheel built for another torch fails with any
+    exception, and the reason says so)."""
     ok, reason = cuda_status(device)
     if not ok:
         return False, reason
-    try:
-        mod = [importlib.import_module(m) for m in modules][0]
-    except Exception as e:  # noqa: BLE001 - a mismatched build raises RuntimeError etc.
-        return False, f"{label} does not load here ({type(e).__name__}: {str(e)[:120]})"
-    return True, f"{label} {getattr(mod, '__version__', '?')}, {reason}"
+    ok, why = library_status(dist, *modules, install=install, label=label)
+    return ok, f"{why}, {reason}" if ok else why
 
 
 def gpu_decode_status(device=None) -> tuple[bool, str]:
     """``(True, detail)`` if nvJPEG decode via ``torchvision.io.decode_jpeg`` can run."""
-    return _requires(("torchvision", "torchvision.io"), "torchvision", device)
+    return _requires("torchvision", ("torchvision", "torchvision.io"), torchvision_install(),
+                     device)
 
 
 def kornia_gpu_status(device=None) -> tuple[bool, str]:
     """``(True, detail)`` if kornia augmentation can run on a CUDA device."""
-    return _requires(("kornia",), "kornia", device)
+    return _requires("kornia", ("kornia",), "pip install kornia", device)
 
 
 def dali_status(device=None) -> tuple[bool, str]:
     """``(True, detail)`` if NVIDIA DALI and a CUDA device are both here."""
-    return _requires(("nvidia.dali",), "NVIDIA DALI", device)
+    return _requires("nvidia-dali-cuda120", ("nvidia.dali",), DALI_INSTALL, device,
+                     label="NVIDIA DALI")
 
 
 def nvjpeg_decode(blobs: list[bytes], device="cuda"):

@@ -14,6 +14,7 @@ import functools
 import shutil
 
 from ..loading.prefetchers import cuda_status
+from ..optional import library_status
 
 #: What to install when torchcodec cannot find FFmpeg's libraries (printed by ``make lab``).
 FFMPEG_INSTALL = (
@@ -22,19 +23,15 @@ FFMPEG_INSTALL = (
     "`conda install -c conda-forge \"ffmpeg<8\"`")
 
 
-def _short(e: BaseException) -> str:
-    return f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
-
-
 @functools.cache
 def torchcodec_status() -> tuple[bool, str]:
-    """``(True, version)`` if torchcodec imports and its FFmpeg libraries load."""
-    try:
-        import torchcodec
-        from torchcodec.decoders import VideoDecoder  # noqa: F401 - loads libav*
-    except Exception as e:  # noqa: BLE001 - a missing libavutil.so raises RuntimeError/OSError
-        return False, f"torchcodec cannot load FFmpeg here ({_short(e)}); {FFMPEG_INSTALL}"
-    return True, f"torchcodec {torchcodec.__version__}"
+    """``(True, version)`` if torchcodec is installed and its FFmpeg libraries load
+    (importing ``torchcodec.decoders`` loads libav*: without them it raises RuntimeError)."""
+    ok, why = library_status("torchcodec", load=False, install="pip install torchcodec")
+    if not ok:
+        return ok, why
+    return library_status("torchcodec", "torchcodec", "torchcodec.decoders",
+                          install=FFMPEG_INSTALL)
 
 
 def ffmpeg_status() -> tuple[bool, str]:
@@ -49,25 +46,21 @@ def ffmpeg_status() -> tuple[bool, str]:
 
 def pyav_status() -> tuple[bool, str]:
     """``(True, detail)`` if PyAV imports (its wheel brings its own FFmpeg)."""
-    try:
-        import av
-    except Exception as e:  # noqa: BLE001
-        return False, f"PyAV does not import ({_short(e)}); pip install av"
+    ok, why = library_status("av", label="PyAV", install="pip install av")
+    if not ok:
+        return ok, why
+    import av  # loaded above
+
     codec = ".".join(map(str, av.library_versions["libavcodec"]))
-    return True, f"PyAV {av.__version__} (its own FFmpeg: libavcodec {codec})"
+    return True, f"{why} (its own FFmpeg: libavcodec {codec})"
 
 
 @functools.cache
 def spdl_status() -> tuple[bool, str]:
     """``(True, version)`` if SPDL's pipeline and its FFmpeg-backed I/O both load."""
-    try:
-        from importlib.metadata import version
-
-        import spdl.io  # noqa: F401
-        import spdl.pipeline  # noqa: F401
-    except Exception as e:  # noqa: BLE001
-        return False, f"SPDL does not load here ({_short(e)})"
-    return True, f"SPDL {version('spdl')}"
+    return library_status("spdl", "spdl.io", "spdl.pipeline", label="SPDL",
+                          install="pip install spdl (it loads the system's FFmpeg, as "
+                                  f"torchcodec does: {FFMPEG_INSTALL})")
 
 
 def media_gpu_status(device=None) -> tuple[bool, str]:

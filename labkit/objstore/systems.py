@@ -22,12 +22,12 @@ import time
 import types
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
 
 from ..loading.processes import stop_processes
+from ..optional import library_status
 
 RECIPE = ".ci/install-objstore-systems (pip --no-deps plus their runtime needs)"
 
@@ -38,13 +38,7 @@ SYSTEMS = {"MosaicML Streaming": ("mosaicml-streaming", "streaming"),
 
 def _real_torchvision() -> bool:
     """Whether a torchvision that imports is installed (a CUDA build fails next to CPU torch)."""
-    if importlib.util.find_spec("torchvision") is None:
-        return False
-    try:
-        importlib.import_module("torchvision")
-        return True
-    except Exception:  # noqa: BLE001 - a build for another torch raises anything
-        return False
+    return library_status("torchvision", install="")[0]
 
 
 def _stand_in_torchvision() -> dict[str, types.ModuleType]:
@@ -102,20 +96,9 @@ def probe_system(name: str, deep: bool = True) -> tuple[bool, str]:
     takes seconds).
     """
     dist, module = SYSTEMS[name]
-    try:
-        ver = version(dist)
-    except PackageNotFoundError:
-        return False, f"{dist} is not installed; {RECIPE}"
-    if not deep:
-        return True, f"{dist} {ver} (installed; import not checked)"
-    try:
-        if module == "streaming":
-            import_streaming()
-        else:
-            importlib.import_module(module)
-    except Exception as e:  # noqa: BLE001
-        return False, f"{dist} {ver} does not import here ({type(e).__name__}: {str(e)[:120]})"
-    return True, f"{dist} {ver}"
+    importer = (lambda _: import_streaming()) if module == "streaming" else None
+    ok, why = library_status(dist, module, install=RECIPE, load=deep, importer=importer)
+    return ok, why if deep or not ok else f"{why} (installed; import not checked)"
 
 
 def objectstore_systems(deep: bool = True) -> dict[str, tuple[bool, str]]:

@@ -16,6 +16,7 @@ from ...errors import LabkitError
 from ...images.folder import ImageFolderDataset
 from ...loading.loaders import make_loader, worker_kwargs
 from ...loading.prefetchers import cuda_status
+from ...optional import library_status, library_version
 from ...scale import resolve_scale
 from .data import BakeoffData, ensure_format
 from .datasets import (
@@ -66,19 +67,10 @@ def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
     """
     blocked = adapter.blocker() if adapter.blocker else None
     hint = f"installing it does not help: {blocked}" if blocked else adapter.install
-    for mod in adapter.modules:
-        try:
-            spec = importlib.util.find_spec(mod)
-        except (ImportError, ValueError):  # a parent package missing or broken
-            spec = None
-        if spec is None:
-            return False, f"{adapter.dist} is not installed ({mod} not found); {hint}"
-    for mod in adapter.modules:
-        try:
-            (adapter.importer or importlib.import_module)(mod)
-        except Exception as e:  # noqa: BLE001 - a mismatched build raises anything
-            return False, (f"{adapter.dist} does not import here ({type(e).__name__}: "
-                           f"{str(e)[:100]}); {blocked or adapter.install}")
+    ok, why = library_status(adapter.dist, *adapter.modules, install=hint,
+                             importer=adapter.importer)
+    if not ok:
+        return False, why
     if adapter.slow_start:
         if resolve_scale() == "ci":
             return False, (f"{adapter.dist}: start-up over the ci-scale budget, run from "
@@ -87,10 +79,7 @@ def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
         ok, reason = cuda_status()
         if not ok:
             return False, f"{adapter.dist} needs a CUDA GPU: {reason}"
-    try:
-        return True, version(adapter.dist)
-    except PackageNotFoundError:
-        return True, "?"
+    return True, library_version(adapter.dist, *adapter.modules)
 
 
 def _torch_map(data, batch_size, num_workers, decoder):

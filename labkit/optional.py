@@ -1,0 +1,64 @@
+"""Optional libraries: is one here, and if not, why and what to install (ch. 10, 12, 14, 15, 16).
+
+Every optional row of a chapter (Lance, ArrayRecord, safetensors, tf.data, torchvision,
+torchcodec, PyAV, SPDL, kornia, DALI, MosaicML Streaming, LitData, Ray Data, the bake-off's
+loaders) asks the same two questions before it runs: is the distribution installed, and do
+its modules load? :func:`library_status` answers both as ``(ok, reason)`` and never raises:
+a wheel built for another torch (torchvision from PyPI beside a CPU torch) fails with any
+exception, not only ImportError, and the reason says so with the command that fixes it.
+
+``load=False`` only looks (``importlib.util.find_spec``): for libraries whose import is slow
+(Ray, TensorFlow) or changes the process (lance starts threads and is then not fork-safe).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+from collections.abc import Callable
+
+
+def short_error(e: BaseException, limit: int = 120) -> str:
+    """``"TypeName: first words of the message"``, on one line, at most ``limit`` characters."""
+    return f"{type(e).__name__}: {' '.join(str(e).split())[:limit]}"
+
+
+def library_status(dist: str, *modules: str, install: str, load: bool = True,
+                   label: str | None = None,
+                   importer: Callable[[str], object] | None = None) -> tuple[bool, str]:
+    """``(True, "<label> <version>")`` if ``dist`` is here and ``modules`` load, else
+    ``(False, why; install)``.
+
+    ``modules`` default to ``dist``'s name; ``label`` (default ``dist``) names the library in
+    the reason; ``importer`` replaces ``importlib.import_module`` for a library that needs a
+    recipe to import (MosaicML Streaming without torchvision); ``load=False`` finds the
+    modules without importing them.
+    """
+    label = label or dist
+    for mod in modules or (dist,):
+        top = mod.partition(".")[0]  # find_spec("a.b") would import a
+        try:
+            found = importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):  # a broken entry in sys.modules
+            found = False
+        if not found:
+            return False, f"{label} is not installed ({top} not found); {install}"
+    if load:
+        for mod in modules or (dist,):
+            try:
+                (importer or importlib.import_module)(mod)
+            except Exception as e:  # noqa: BLE001 - a mismatched build raises anything
+                return False, f"{label} does not load here ({short_error(e)}); {install}"
+    return True, f"{label} {library_version(dist, *modules)}"
+
+
+def library_version(dist: str, *modules: str) -> str:
+    """``dist``'s version, else that of the distribution named like its top-level module
+    (``tensorflow`` where the ``tensorflow-cpu`` wheel is not the one installed)."""
+    for name in (dist, *(m.split(".")[0] for m in modules)):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "(version unknown)"

@@ -1,0 +1,54 @@
+"""labkit.optional.library_status: the one probe behind every optional row (chapters 10-16)."""
+
+from __future__ import annotations
+
+import sys
+
+from labkit.optional import library_status, library_version
+
+
+def _package(tmp_path, monkeypatch, name: str, body: str) -> None:
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text(body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+
+
+def test_absent_library_names_the_module_and_what_to_install():
+    ok, why = library_status("no-such-dist", "no_such_module_xyz.sub", install="pip install x")
+    assert not ok
+    assert why == "no-such-dist is not installed (no_such_module_xyz not found); pip install x"
+
+
+def test_a_library_that_raises_anything_at_import_is_a_reason_not_a_crash(tmp_path,
+                                                                         monkeypatch):
+    # a wheel built for another torch fails with RuntimeError, OSError, ... not ImportError
+    _package(tmp_path, monkeypatch, "labkit_broken_pkg",
+             "raise RuntimeError('operator torchvision::nms does not exist')\n")
+    ok, why = library_status("labkit-broken-pkg", "labkit_broken_pkg", install="see README",
+                             label="broken")
+    assert not ok
+    assert why == ("broken does not load here (RuntimeError: operator torchvision::nms does "
+                   "not exist); see README")
+
+
+def test_load_false_finds_without_importing(tmp_path, monkeypatch):
+    _package(tmp_path, monkeypatch, "labkit_loud_pkg", "raise SystemExit('imported')\n")
+    ok, why = library_status("labkit-loud-pkg", "labkit_loud_pkg.deep.module", install="-",
+                             load=False)
+    assert ok and "labkit_loud_pkg" not in sys.modules
+    assert why == "labkit-loud-pkg (version unknown)"
+
+
+def test_version_comes_from_the_distribution_or_the_module_s_name():
+    import numpy
+
+    assert library_status("numpy", install="-") == (True, f"numpy {numpy.__version__}")
+    # a dist name that is not installed (tensorflow vs tensorflow-cpu): the module's name
+    assert library_version("numpy-cpu-variant", "numpy.linalg") == numpy.__version__
+
+
+def test_a_custom_importer_is_used_for_loading():
+    seen = []
+    ok, _ = library_status("numpy", "numpy.linalg", install="-", importer=seen.append)
+    assert ok and seen == ["numpy.linalg"]
