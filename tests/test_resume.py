@@ -74,3 +74,18 @@ def test_errors_after_resume_are_recorded_when_asked():
     once = trial.runs[1]
     assert once.error.startswith("IndexError after resume 1") and once.lost == 28
     assert not trial.ok and "(IndexError after resume 1" in trial.table()
+
+
+def test_verdict_table_pins_what_holds_for_any_seed_and_version():
+    """counts=False (the checked cells of chapters 07 and 08): a verdict per run and an
+    error's type, never the counts or the library's message."""
+    exact = lk.resume_trial(lambda: Counting(), name="exact")
+    loses = lk.resume_trial(lambda: Counting(bug="lose"), name="loses")
+    broken = lk.resume_trial(lambda: Breaks(), stops=(3, 2), record_errors=True, name="broken")
+    lines = lk.format_resume_table([exact, loses, broken], counts=False).splitlines()
+    assert lines[0].split() == ["loader", "run", "every", "sample", "once", "same", "order"]
+    assert lines[2].split() == ["exact", "uninterrupted", "exact", "yes"]
+    assert lines[-4].split() == ["loses", "resumed", "twice", "loses", "no"]
+    assert lines[-1].endswith("(IndexError after resume 1)")
+    assert "list index out of range" not in "\n".join(lines)
+    assert not any(ch.isdigit() for line in lines[2:-2] for ch in line)

@@ -80,18 +80,30 @@ class ResumeTrial:
         return self.table()
 
 
-def format_resume_table(trials, header: bool = True) -> str:
-    """One table for several :class:`ResumeTrial` s (the chapter 08 resume table)."""
+def format_resume_table(trials, header: bool = True, counts: bool = True) -> str:
+    """One table for several :class:`ResumeTrial` s (the chapter 08 resume table).
+
+    ``counts=False`` gives each run's verdict instead of its counts (``exact``, ``loses``,
+    ``duplicates``, or both) and an error's type without its message: what a checked cell
+    can pin, since how many samples a library loses depends on its version and the seed.
+    """
     rows = [row for t in trials for row in t.rows()]
     width = max([len("loader")] + [len(r["loader"]) for r in rows])
-    head = (f"{'loader':<{width}}  {'run':<15} {'delivered':>9} {'lost':>6} "
-            f"{'duplicated':>10}  same order")
+    middle = (f"{'delivered':>9} {'lost':>6} {'duplicated':>10}" if counts
+              else f"{'every sample once':<20}")
+    head = f"{'loader':<{width}}  {'run':<15} {middle}  same order"
     lines = [head, "-" * len(head)] if header else []
     for r in rows:
-        lines.append(f"{r['loader']:<{width}}  {r['run']:<15} {r['delivered']:>9} "
-                     f"{r['lost']:>6} {r['duplicated']:>10}  "
-                     f"{'yes' if r['same_order'] else 'no'}"
-                     + (f"  ({r['error']})" if r.get("error") else ""))
+        if counts:
+            middle = f"{r['delivered']:>9} {r['lost']:>6} {r['duplicated']:>10}"
+            error = r.get("error")
+        else:
+            verdict = " and ".join(w for w, n in (("loses", r["lost"]),
+                                                   ("duplicates", r["duplicated"])) if n)
+            middle = f"{verdict or 'exact':<20}"
+            error = r["error"].split(":")[0] if r.get("error") else None
+        lines.append(f"{r['loader']:<{width}}  {r['run']:<15} {middle}  "
+                     f"{'yes' if r['same_order'] else 'no'}" + (f"  ({error})" if error else ""))
     return "\n".join(lines)
 
 
