@@ -32,7 +32,7 @@ from .sampling import pyspy_status, sample_workers
 from .timeline import record_timeline
 
 
-class _Limit:
+class DiagnoseLimit:
     """A wall-clock limit on the whole diagnosis; the error names the phase that overran."""
 
     def __init__(self, seconds: float | None, target: str):
@@ -94,7 +94,7 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
     before = {p.pid for p in worker_processes()}
     cores = cores or usable_cores()
     built: list = []
-    limit = _Limit(time_limit_s, target)
+    limit = DiagnoseLimit(time_limit_s, target)
     try:
         with limit:
             limit.phase = f"calling {target}()"

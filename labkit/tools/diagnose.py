@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..profiling.diagnose import _Limit, diagnose
+from ..profiling.diagnose import DiagnoseLimit, diagnose
 from ..profiling.diagnosis import DiagnoseError, Diagnosis
 
 
@@ -49,7 +49,7 @@ def load_factory(spec: str):
 
 def run_diagnose(spec: str, **kw: Any) -> Diagnosis:
     """:func:`diagnose` on ``"module:factory"`` (what ``labkit diagnose`` runs)."""
-    limit = _Limit(kw.get("time_limit_s", 120), spec)
+    limit = DiagnoseLimit(kw.get("time_limit_s", 120), spec)
     with limit:
         limit.phase = f"importing {spec.rpartition(':')[0]!r}"
         factory = load_factory(spec)
