@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..errors import DataFormatError
-from .lazy import LazyFile
+from .lazy import RowFile
 
 DATASET = "rows"
 
@@ -60,7 +60,7 @@ def open_hdf5(path, key: str = DATASET, *, rdcc_nbytes: int | None = None):
     return f
 
 
-class Hdf5Rows(LazyFile):
+class Hdf5Rows(RowFile):
     """Map-style rows of one HDF5 dataset: ``dataset[i]`` is ``(row tensor, i)``.
 
     The file is opened lazily in each process (first ``__getitem__``), and its dataset held
@@ -82,15 +82,10 @@ class Hdf5Rows(LazyFile):
         # again on every read (an H5Dopen each time) with an empty chunk cache each time
         return open_hdf5(self.path, self.key, rdcc_nbytes=self.rdcc_nbytes)[self.key]
 
-    def __len__(self) -> int:
-        return self.samples
-
-    def __getitem__(self, i: int):
-        if not 0 <= i < self.samples:
-            raise IndexError(i)
+    def row(self, i: int):
         try:
             row = self.handle[i]
         except (OSError, RuntimeError) as e:  # a chunk past the end, a bad filter stream
             raise DataFormatError(f"{self.path}: cannot read sample {i} of {self.key!r} "
                                   f"({e})") from None
-        return torch.from_numpy(row), i
+        return torch.from_numpy(row)

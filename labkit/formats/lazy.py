@@ -54,3 +54,25 @@ class LazyFile(Dataset):
 
     def __getstate__(self):  # spawn / forkserver workers get the path, not the handle
         return {**self.__dict__, "_handle": None, "_pid": None}
+
+
+class RowFile(LazyFile):
+    """A :class:`LazyFile` of ``samples`` rows read one at a time: ``ds[i]`` is
+    ``(row(i), i)``, and an index outside ``0..samples-1`` raises IndexError.
+
+    Subclasses set ``self.samples`` in ``__init__`` and implement :meth:`row` (the chapter's
+    readers: LMDB, HDF5, a tensor file, safetensors, Lance, ArrayRecord).
+    """
+
+    samples: int
+
+    def row(self, i: int):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return self.samples
+
+    def __getitem__(self, i: int):
+        if not 0 <= i < self.samples:
+            raise IndexError(i)
+        return self.row(i), i

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..errors import DataFormatError
-from .lazy import LazyFile
+from .lazy import RowFile
 
 _META = b"__meta__"
 
@@ -115,7 +115,7 @@ def check_lmdb(path, *, lock: bool = False) -> dict:
     return json.loads(raw)
 
 
-class LmdbRows(LazyFile):
+class LmdbRows(RowFile):
     """Map-style rows from :func:`write_lmdb`: ``dataset[i]`` is ``(row tensor, i)``.
 
     The environment is opened lazily in each process (first ``__getitem__``), once per file
@@ -133,16 +133,11 @@ class LmdbRows(LazyFile):
     def open(self):
         return open_env(self.path, lock=self.lock)
 
-    def __len__(self) -> int:
-        return self.samples
-
-    def __getitem__(self, i: int):
-        if not 0 <= i < self.samples:
-            raise IndexError(i)
+    def row(self, i: int):
         with self.handle.begin(buffers=True) as txn:
             raw = txn.get(sample_key(i))
             if raw is None:
                 raise DataFormatError(f"{self.path}: sample {i} is missing: no key "
                                       f"{sample_key(i).decode()}")
             row = np.frombuffer(raw, dtype=self.dtype).reshape(self.shape).copy()
-        return torch.from_numpy(row), i
+        return torch.from_numpy(row)

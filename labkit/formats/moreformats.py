@@ -19,7 +19,7 @@ import torch
 
 from ..errors import DataFormatError
 from ..optional import library_status
-from .lazy import LazyFile
+from .lazy import RowFile
 
 _EXTRA = 'pip install -e ".[moreformats]"'
 
@@ -72,7 +72,7 @@ def write_array_record(dest, rows: np.ndarray) -> float:
     return time.perf_counter() - t0
 
 
-class LanceRows(LazyFile):
+class LanceRows(RowFile):
     """Map-style rows of a Lance dataset, ``lance.dataset`` per process, ``take([i])`` a row."""
 
     def __init__(self, path, column: str = "row"):
@@ -93,17 +93,12 @@ class LanceRows(LazyFile):
             raise DataFormatError(f"{self.path}: not a readable Lance dataset "
                                   f"({type(e).__name__}: {e})") from None
 
-    def __len__(self) -> int:
-        return self.samples
-
-    def __getitem__(self, i: int):
-        if not 0 <= i < self.samples:
-            raise IndexError(i)
+    def row(self, i: int):
         col = self.handle.take([i], columns=[self.column]).column(0).combine_chunks()
-        return torch.from_numpy(col.flatten().to_numpy(zero_copy_only=False).copy()), i
+        return torch.from_numpy(col.flatten().to_numpy(zero_copy_only=False).copy())
 
 
-class ArrayRecordRows(LazyFile):
+class ArrayRecordRows(RowFile):
     """Map-style rows of an ArrayRecord file of raw row bytes, one reader per process.
 
     The records are bytes only, so ``dtype`` says what they hold (the rows written by
@@ -126,12 +121,7 @@ class ArrayRecordRows(LazyFile):
                                   "or not ArrayRecord: its footer and index do not parse)")
         return reader
 
-    def __len__(self) -> int:
-        return self.samples
-
-    def __getitem__(self, i: int):
-        if not 0 <= i < self.samples:
-            raise IndexError(i)
+    def row(self, i: int):
         (raw,) = self.handle.read([i])
-        return torch.from_numpy(np.frombuffer(raw, dtype=self.dtype).copy()), i
+        return torch.from_numpy(np.frombuffer(raw, dtype=self.dtype).copy())
 

@@ -17,7 +17,7 @@ import torch
 
 from ..errors import DataFormatError
 from ..optional import library_status
-from .lazy import LazyFile
+from .lazy import RowFile
 
 #: The tensor's name inside a safetensors file written here.
 TENSOR = "rows"
@@ -44,7 +44,7 @@ def write_safetensors(dest, rows: np.ndarray) -> float:
     return time.perf_counter() - t0
 
 
-class TorchMmapRows(LazyFile):
+class TorchMmapRows(RowFile):
     """Map-style rows of one ``torch.save``d tensor, ``torch.load(mmap=True)`` per process."""
 
     def __init__(self, path):
@@ -58,16 +58,11 @@ class TorchMmapRows(LazyFile):
             raise DataFormatError(f"{self.path}: not a readable tensor file "
                                   f"({type(e).__name__}: {e})") from None
 
-    def __len__(self) -> int:
-        return self.samples
-
-    def __getitem__(self, i: int):
-        if not 0 <= i < self.samples:
-            raise IndexError(i)
-        return self.handle[i].clone(), i  # clone: the batch must not keep the map alive
+    def row(self, i: int):
+        return self.handle[i].clone()  # clone: the batch must not keep the map alive
 
 
-class SafetensorsRows(LazyFile):
+class SafetensorsRows(RowFile):
     """Map-style rows of one safetensors tensor, ``safe_open`` per process, a slice a row."""
 
     def __init__(self, path, name: str = TENSOR):
@@ -90,10 +85,5 @@ class SafetensorsRows(LazyFile):
                                   f"(tensors: {sorted(handle.keys())})")
         return handle.get_slice(self.name)
 
-    def __len__(self) -> int:
-        return self.samples
-
-    def __getitem__(self, i: int):
-        if not 0 <= i < self.samples:
-            raise IndexError(i)
-        return self._slice(self.handle)[i], i
+    def row(self, i: int):
+        return self._slice(self.handle)[i]
