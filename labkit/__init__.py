@@ -162,6 +162,7 @@ from .objstore.s3shards import (
 from .objstore.shardplot import plot_shard_sizes
 from .objstore.store import ObjectStore, s3_store
 from .objstore.systems import objectstore_systems, run_objectstore_system
+from .paths import runs_dir
 from .profiling.diagnose import diagnose
 from .profiling.diagnosis import DiagnoseError, Diagnosis
 from .profiling.hotspots import Hotspot, profile_in_process
@@ -247,7 +248,7 @@ __all__ = [  # sorted; several names a line keep this file short
     "range_worker_init", "raw_ahead", "read_back", "read_checkpoint", "read_counter",
     "read_decode_rate", "read_record", "read_trace", "rebuild_loader", "record_timeline",
     "resize_ahead", "resolve_scale", "resume_trial", "run_bakeoff", "run_benchmark",
-    "run_capped", "run_notebooks", "run_objectstore_system", "run_tuning", "s3_store",
+    "run_capped", "run_notebooks", "run_objectstore_system", "run_tuning", "runs_dir", "s3_store",
     "sample_workers", "save_tuning", "serve", "shard_bytes_for", "shard_efficiency",
     "shard_of_bounds", "shard_plan", "shuffle_quality", "shutdown", "simulated_step",
     "skip_collate", "spdl_clips", "spdl_status", "split_by_rank", "stage_breakdown",

@@ -1,4 +1,4 @@
-"""Where the kit keeps things: fixture specs, generated data, records, runs (chapter 00).
+"""Where the kit keeps things: fixture specs, generated data, records, runs (ch. 00, 13).
 
 Every location can be moved with an environment variable, so a workshop can put data on
 a fast local disk and CI can point records at a scratch folder.
@@ -39,5 +39,6 @@ def notebooks_dir() -> Path:
 
 
 def runs_dir() -> Path:
-    """Where ``labkit run`` puts executed notebooks and records (LABKIT_RUNS overrides)."""
+    """Where ``labkit run`` puts executed notebooks and records, and chapter 13 its traces
+    (git-ignored; LABKIT_RUNS overrides)."""
     return _env_path("LABKIT_RUNS", REPO_ROOT / "runs")
