@@ -43,8 +43,12 @@ lab: setup  ## the main job: fixtures ready, JupyterLab opened on notebooks/
 run: setup  ## the main job headless: every chapter executed, records written
 	$(BIN)/labkit run --scale $(SCALE)
 
+# TEST_WORKERS: pytest-xdist processes for `make test`, one file (a notebook, a test module)
+# at a time each; tests/test_session_end.py runs alone after all of them (tests/conftest.py).
+# 0 runs everything in this one process.
+TEST_WORKERS ?= 2
 test: setup  ## unit, contract and bad-input tests, then every notebook through nbval at ci scale
-	LABKIT_SCALE=ci $(BIN)/python -m pytest
+	LABKIT_SCALE=ci $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Every chapter again with multiprocessing's default start method forced to spawn (macOS,
 # Windows) and to forkserver (Linux from Python 3.14): tests/startmethod/sitecustomize.py.
@@ -52,7 +56,7 @@ test: setup  ## unit, contract and bad-input tests, then every notebook through 
 # torchrun rank starts a fresh interpreter that imports torch, and on a busy 2-core machine
 # chapter 04's torchrun cell took 65 s quiet under spawn (38 s forked). The session-last test
 # runs after the chapters, as in `make test`: no process and no /dev/shm entry left behind.
-LEAK_CHECK := tests/test_fault_matrix.py::test_session_leaves_no_process_and_no_shared_memory
+LEAK_CHECK := tests/test_session_end.py::test_session_leaves_no_process_and_no_shared_memory
 test-start-methods: setup
 	@for m in spawn forkserver; do \
 	  echo "--- notebooks with the default start method forced to $$m ---"; \

@@ -6,8 +6,15 @@
 * ``ci_fixture(name)`` generates a ``ci`` fixture at most once per session.
 * After every test, no DataLoader worker may outlive it: leftovers get a few seconds to
   exit, then the test fails naming them (and they are stopped, so the next test starts clean).
-* At the very end of the session (after the notebooks), a test marked ``session_last`` checks
-  with ``session_leftovers`` that no child process and no new /dev/shm entry is left.
+* At the very end of the session (after the notebooks), the tests in ``test_session_end.py``
+  (marked ``session_last``) check with ``session_leftovers`` that no process the session
+  started and no new /dev/shm entry is left, and that the chapters' records are complete.
+* ``make test`` runs the suite in two pytest-xdist workers: on 2 cores a third of its time is
+  spent waiting for processes to start and stop. Files are the unit of work (a notebook's
+  cells share one kernel) and the session-end file runs alone after every other file
+  (``pytest_xdist_make_scheduler``). Every process the session starts carries
+  ``SESSION_TAG`` in its environment, so the end check sees what any worker left, orphans
+  included. A plain ``pytest`` (one process) works the same way.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from labkit.loading.processes import stop_processes
 _ENV = ("LABKIT_DATA", "LABKIT_RECORDS", "LABKIT_SPECS")
 _TESTS = Path(__file__).resolve().parent
 LEAK_GRACE_S = 5.0
+SESSION_TAG = "LABKIT_TEST_SESSION"
+SESSION_END = "test_session_end.py"
 
 _state: dict = {"dirs": None, "saved": None}
 
@@ -204,15 +213,127 @@ def notebook_records(request) -> list[Path]:
         if folder.is_dir() else []
 
 
-# -- the end of the session: a real test, run last --------------------------------------------
+# -- the end of the session: real tests, run last ----------------------------------------------
 
 SESSION_LAST = "session_last"
 
 
+def _xdist_worker() -> bool:
+    """This process is an xdist worker (not a pytest a test started inside one: it inherits
+    PYTEST_XDIST_WORKER, so the environment cannot tell)."""
+    return _state.get("xdist_worker", False)
+
+
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", f"{SESSION_LAST}: run after everything else in the session (the end-of-"
-        "session leak check in test_fault_matrix.py)")
+        "markers", f"{SESSION_LAST}: run after everything else in the session (the tests in "
+        f"{SESSION_END}: the leak check, the chapters' records)")
+    _state["xdist_worker"] = hasattr(config, "workerinput")
+    if not _xdist_worker():  # the session's own tag, even inside another session's test
+        os.environ[SESSION_TAG] = f"{os.getpid()}-{time.time_ns()}"
+
+
+def tagged_processes(tag: str, var: str = SESSION_TAG) -> list[psutil.Process]:
+    """Live processes whose environment at start carried ``var=tag``: everything a session
+    (or a stress round) started with exec, and what those forked, wherever it was reparented."""
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get(var) == tag and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
+def _session_processes() -> list[psutil.Process]:
+    """What this session started that still runs, pytest's own processes left out.
+
+    This process's descendants (``worker_processes``: without multiprocessing's helpers),
+    and every process carrying the session's tag: a kernel or worker another xdist worker
+    left, or one orphaned by a process that exited. /proc shows a process's environment as
+    it was at exec, so the tag finds exec'd processes and what they forked; forks of the
+    process that set it are its descendants. Not counted: this process and its ancestors,
+    and, under xdist, the other workers (siblings, idle until xdist's teardown).
+    """
+    me = psutil.Process()
+    judged = {me.pid, *(p.pid for p in me.parents())}
+    found: dict[int, psutil.Process] = {}
+    # xdist keeps a worker that ended its session alive (idle) until the whole run ends,
+    # with multiprocessing's helpers if it started them: its descendants, as ours, are
+    # judged by ``worker_processes`` (helpers are not leftovers)
+    for proc in [me, *(_other_xdist_workers() if _xdist_worker() else [])]:
+        try:
+            found.update((p.pid, p) for p in _leftover_workers(proc.pid))
+            judged |= {proc.pid, *(p.pid for p in proc.children(recursive=True))}
+        except psutil.Error:
+            pass
+    for p in tagged_processes(os.environ.get(SESSION_TAG, "")):
+        if p.pid not in judged:
+            found[p.pid] = p
+    return list(found.values())
+
+
+def _other_xdist_workers() -> list[psutil.Process]:
+    """In an xdist worker: the session's other workers (the controller's other children)."""
+    me, out = psutil.Process(), []
+    for p in tagged_processes(os.environ.get(SESSION_TAG, "")):
+        try:
+            if p.pid != me.pid and p.ppid() == me.ppid():
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
+@pytest.hookimpl(optionalhook=True)  # a plain pytest, without xdist, has no such hook
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (any ``--dist`` but ``each``): one file per unit of work, the
+    session-end file last, on one worker, once every other worker has ended its session.
+
+    A notebook's cells must run in order in one kernel, so its file is one unit (nbval's
+    advice too). When only the session-end unit is left, one worker is kept and the others
+    are told to shut down (they finish their tests, tear down their fixtures: a JupyterLab
+    server, a browser). When the kept one is alone, it gets the unit, then the shutdown. An
+    xdist worker runs a test only once it knows the next one or has been told to shut down:
+    the kept worker's last test waits until then, and the unit's last test runs only after
+    that shutdown, when nothing else is left anywhere.
+    """
+    if config.getoption("dist") == "each":
+        return None  # every test on every worker: xdist's own scheduler
+    from xdist.scheduler import LoadFileScheduling  # called only where xdist is installed
+
+    class SessionEndLast(LoadFileScheduling):
+        kept = None
+
+        def _only_end_left(self) -> bool:
+            return len(self.workqueue) == 1 and Path(next(iter(self.workqueue))).name == \
+                SESSION_END
+
+        def _assign_work_unit(self, node):
+            end = next((s for s in self.workqueue if Path(s).name == SESSION_END), None)
+            if end is not None:
+                self.workqueue.move_to_end(end)
+                if self._only_end_left() and len(self.nodes) > 1:
+                    return  # not while another worker runs
+            super()._assign_work_unit(node)
+
+        def _reschedule(self, node):
+            if self._only_end_left() and len(self.nodes) > 1:
+                self.kept = self.kept or node
+                for other in self.nodes:
+                    if other is not self.kept and not other.shutting_down:
+                        other.shutdown()
+                return
+            super()._reschedule(node)
+
+        def remove_node(self, node):  # a worker ended its session (or crashed)
+            crashed = super().remove_node(node)
+            if self._only_end_left() and len(self.nodes) == 1:
+                self._reschedule(self.nodes[0])  # alone now: the unit, then the shutdown
+            return crashed
+
+    return SessionEndLast(config, log)
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -222,6 +343,9 @@ def pytest_collection_modifyitems(session, config, items):
     skipped with what to install, except under CI=true, where it runs and fails saying so.
     """
     last = [i for i in items if i.get_closest_marker(SESSION_LAST)]
+    stray = [i.nodeid for i in last if Path(str(i.path)).name != SESSION_END]
+    if stray:  # under xdist only that file is held back until the end
+        raise pytest.UsageError(f"session_last tests must live in {SESSION_END}: {stray}")
     if last:
         items[:] = [i for i in items if not i.get_closest_marker(SESSION_LAST)] + last
     media = [i for i in items if Path(str(i.path)).name == "15_video_and_audio.ipynb"]
@@ -282,10 +406,11 @@ def _others_shm(names: set[str], mine: set[int]) -> set[str]:
 def session_leftovers(request):
     """``session_leftovers()``: what this session left behind, as a list of problems.
 
-    Child processes still alive (DataLoader workers, notebook kernels, torchrun ranks; not
-    multiprocessing's resource tracker and fork server) and /dev/shm entries created since
-    the session started. Both get ``LABKIT_LEAK_GRACE_S`` (default 5 s) to go away: a worker
-    unlinks its segment shortly after it exits.
+    Processes the session started still alive (DataLoader workers, notebook kernels, torchrun
+    ranks, see ``_session_processes``; not multiprocessing's resource tracker and fork server)
+    and /dev/shm entries created since the session started. Both get
+    ``LABKIT_LEAK_GRACE_S`` (default 5 s) to go away: a worker unlinks its segment shortly
+    after it exits.
     """
     config = request.config
 
@@ -298,8 +423,9 @@ def session_leftovers(request):
         before = getattr(config, "_labkit_shm", set())
         deadline = time.monotonic() + grace
         while True:
-            procs = _leftover_workers()
-            me = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}
+            procs = _session_processes()
+            me = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True)),
+                  *(p.pid for p in procs)}
             new = _shm_entries() - before
             shm = sorted(new - _others_shm(new, me))
             if (not procs and not shm) or time.monotonic() >= deadline:
@@ -311,7 +437,7 @@ def session_leftovers(request):
                 what = f"{p.name()}: {' '.join(p.cmdline())[:120]}"
             except psutil.Error:
                 what = "gone while listed"
-            problems.append(f"child process pid {p.pid} still alive ({what})")
+            problems.append(f"process pid {p.pid} started by the session still alive ({what})")
         problems += [f"/dev/shm/{n} created during the session and still there" for n in shm]
         return problems
 
@@ -319,11 +445,17 @@ def session_leftovers(request):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """After the whole suite, notebooks included: no shared-memory segment left behind."""
+    """After the whole suite, notebooks included: no shared-memory segment left behind.
+
+    Not in an xdist worker: one that finishes first would count the other's live entries.
+    """
+    if _xdist_worker():
+        return
     before = getattr(session.config, "_labkit_shm", set())
     gc.collect()  # garbage holding semaphores is not a leak (see session_leftovers)
     deadline = time.monotonic() + float(os.environ.get("LABKIT_LEAK_GRACE_S", LEAK_GRACE_S))
-    me = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}
+    me = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True)),
+          *(p.pid for p in tagged_processes(os.environ.get(SESSION_TAG, "")))}
     while ((leaked := (new := _shm_entries() - before) - _others_shm(new, me))
            and time.monotonic() < deadline):
         time.sleep(0.2)  # a worker's segment is unlinked shortly after it exits

@@ -44,7 +44,7 @@ TESTS = [
     "tests/test_loaders.py::test_shutdown_stops_workers_mid_epoch",
     "tests/test_torch_private.py",
     # the session's own end check: no child process, no /dev/shm entry (runs last)
-    "tests/test_fault_matrix.py::test_session_leaves_no_process_and_no_shared_memory",
+    "tests/test_session_end.py::test_session_leaves_no_process_and_no_shared_memory",
 ]
 TAG = "LABKIT_STRESS_TAG"
 GRACE_S = 5.0
@@ -59,14 +59,7 @@ def _others_shm(names: set[str], tag: str) -> set[str]:
 
 
 def _tagged(tag: str) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get(TAG) == tag and p.status() != psutil.STATUS_ZOMBIE:
-                out.append(p)
-        except psutil.Error:
-            pass
-    return out
+    return _conftest.tagged_processes(tag, TAG)
 
 
 def _kill(procs) -> None:

@@ -41,8 +41,8 @@ interrupt, resume   StatefulDataLoader over            resumed == uninterrupted 
                     (Jupyter interrupt; Ctrl-C)
 notebook run twice  chapter 00, Run All twice in one   no error; no fixture file rewritten; a
                     kernel, same data and records      second record; no temp folder left
-end of session      the session's last test, after     no child process (worker, kernel, torchrun)
-                    the notebooks (conftest)           and no new /dev/shm entry left
+end of session      test_session_end.py, after the     no process the session started (worker,
+                    notebooks (conftest), any worker   kernel, torchrun) and no new /dev/shm entry
 ==================  =================================  ===========================================
 """
 
@@ -557,6 +557,10 @@ def test_notebook_run_twice_in_one_kernel(labkit_env, tmp_path, monkeypatch):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))  # the kernel's temporary folders land here
+    # torch's compile cache (made at import of torch._dynamo, e.g. by torchcodec in lk.doctor)
+    # is a per-user cache, not the chapter's leftover; where it goes otherwise depends on
+    # whether an earlier test in this process already imported it (torch then sets this)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "torch-cache"))
     monkeypatch.setenv("LABKIT_SCALE", "ci")
     records = tmp_path / "records"  # both runs' records, and nothing else
     monkeypatch.setenv("LABKIT_RECORDS", str(records))
@@ -584,14 +588,7 @@ def test_notebook_run_twice_in_one_kernel(labkit_env, tmp_path, monkeypatch):
     assert leftovers == [] and list(scratch.iterdir()) == []
 
 
-# -- the end of the session -------------------------------------------------------------------
-
-
-@pytest.mark.session_last
-def test_session_leaves_no_process_and_no_shared_memory(session_leftovers):
-    """Runs last in the whole session (conftest moves it after the notebooks)."""
-    problems = session_leftovers()
-    assert not problems, "\n".join(problems)
+# -- the end of the session (the check itself: test_session_end.py) ---------------------------
 
 
 def test_session_leftovers_check_fails_on_a_deliberate_leak(tmp_path, request):
@@ -604,13 +601,13 @@ def test_session_leftovers_check_fails_on_a_deliberate_leak(tmp_path, request):
     shutil.copy(os.path.join(tests, "conftest.py"), tmp_path / "conftest.py")
     shm = f"labkit-leaktest-{os.getpid()}"
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    (tmp_path / "test_a_check.py").write_text(  # sorts first: the hook must move it last
+    (tmp_path / "test_session_end.py").write_text(  # sorts first: the hook must move it last
         "import pytest\n\n\n"
         "@pytest.mark.session_last\n"
         "def test_last(session_leftovers):\n"
         "    problems = session_leftovers()\n"
         "    assert not problems, '\\n'.join(problems)\n")
-    (tmp_path / "test_b_leak.py").write_text(
+    (tmp_path / "test_z_leak.py").write_text(
         "import subprocess, sys\nfrom pathlib import Path\nimport pytest\n\n\n"
         "@pytest.fixture(scope='session')\n"
         "def sleeper():\n"  # session-scoped: the per-test guard does not own it
@@ -638,3 +635,49 @@ def test_session_leftovers_check_fails_on_a_deliberate_leak(tmp_path, request):
     assert r.returncode == 1, out
     assert "1 failed, 1 passed" in out and "test_last" in out, out
     assert f"pid {pid}" in out and shm in out, out
+
+
+def test_under_xdist_the_session_end_runs_alone_last_and_sees_any_workers_orphan(tmp_path):
+    """`make test`'s two xdist workers: the session-end file waits for every other worker to
+    end its session (a slow session-fixture teardown on the other worker included), and a
+    process orphaned by either worker (a shell's background child, reparented away from
+    pytest) is still named, by the session's tag."""
+    pytest.importorskip("xdist")
+    import shutil
+    import subprocess
+
+    shutil.copy(os.path.join(os.path.dirname(__file__), "conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    stamp = f"(Path({str(tmp_path)!r}) / name).write_text(str(time.time()))"
+    head = "import subprocess, time\nfrom pathlib import Path\nimport pytest\n\n\n"
+    (tmp_path / "test_session_end.py").write_text(  # two tests: a worker holds back only its last
+        head + "@pytest.mark.session_last\ndef test_first():\n"
+        f"    name = 'end_started'; {stamp}\n\n\n"
+        "@pytest.mark.session_last\ndef test_last(session_leftovers):\n"
+        "    problems = session_leftovers()\n"
+        "    assert not problems, '\\n'.join(problems)\n")
+    (tmp_path / "test_a_orphan.py").write_text(
+        head + "def test_orphans_a_sleeper():\n"
+        f"    subprocess.run(['sh', '-c', 'sleep 30 & echo $! > {tmp_path / 'pid'}'],\n"
+        "                   check=True)\n")
+    (tmp_path / "test_b_slow.py").write_text(  # the worker's end: a slow session teardown
+        head + "@pytest.fixture(scope='session')\ndef server():\n    yield\n    time.sleep(2)\n"
+        f"    name = 'slow_ended'; {stamp}\n\n\n"
+        "def test_slow(server):\n    time.sleep(1)\n")
+    env = {**os.environ, "LABKIT_LEAK_GRACE_S": "0.5", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    try:
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "-p", "xdist.plugin", "-n", "2", "--dist", "loadfile", str(tmp_path)],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        pid = (tmp_path / "pid").read_text().strip() if (tmp_path / "pid").exists() else None
+        if pid:
+            try:
+                psutil.Process(int(pid)).kill()
+            except psutil.Error:
+                pass
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "1 failed, 3 passed" in out, out
+    assert f"pid {pid}" in out and "sleep" in out, out
+    ended, started = ((tmp_path / n).read_text() for n in ("slow_ended", "end_started"))
+    assert float(started) >= float(ended)

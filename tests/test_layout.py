@@ -16,8 +16,8 @@ import labkit
 
 ROOT = Path(labkit.__file__).parent
 
-SPINE = ("errors", "paths", "scale", "optional", "data", "images", "streams", "loading", "instruments",
-         "remote", "display", "records")
+SPINE = ("errors", "paths", "scale", "optional", "data", "images", "streams", "loading",
+         "instruments", "remote", "display", "records")
 CHAPTERS = ("tokens", "formats", "profiling", "objstore", "media", "capstone")
 TOOLS = ("tools",)
 TOP = ("labkit", "labkit.cli")

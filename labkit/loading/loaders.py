@@ -253,17 +253,17 @@ def end_pass(it: Any) -> None:
 _HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 
 
-def worker_processes() -> list:
-    """Child processes of this one still alive: leftover DataLoader workers.
+def worker_processes(of: int | None = None) -> list:
+    """Child processes of this one (or of pid ``of``) still alive: leftover DataLoader workers.
 
     multiprocessing's resource tracker and fork server (started once by the first spawn /
     forkserver worker, and kept for the life of the process) are not counted.
     """
     import psutil
 
-    me = os.getpid()
+    me = os.getpid() if of is None else of
     out = []
-    for p in psutil.Process().children(recursive=True):
+    for p in psutil.Process(me).children(recursive=True):
         try:
             if p.status() == psutil.STATUS_ZOMBIE:
                 continue
