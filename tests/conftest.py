@@ -257,27 +257,26 @@ def _session_processes() -> list[psutil.Process]:
     and, under xdist, the other workers (siblings, idle until xdist's teardown).
     """
     me = psutil.Process()
+    tagged = tagged_processes(os.environ.get(SESSION_TAG, ""))  # one scan of every process
     judged = {me.pid, *(p.pid for p in me.parents())}
     found: dict[int, psutil.Process] = {}
     # xdist keeps a worker that ended its session alive (idle) until the whole run ends,
     # with multiprocessing's helpers if it started them: its descendants, as ours, are
     # judged by ``worker_processes`` (helpers are not leftovers)
-    for proc in [me, *(_other_xdist_workers() if _xdist_worker() else [])]:
+    for proc in [me, *(_siblings(me, tagged) if _xdist_worker() else [])]:
         try:
             found.update((p.pid, p) for p in _leftover_workers(proc.pid))
             judged |= {proc.pid, *(p.pid for p in proc.children(recursive=True))}
         except psutil.Error:
             pass
-    for p in tagged_processes(os.environ.get(SESSION_TAG, "")):
-        if p.pid not in judged:
-            found[p.pid] = p
+    found.update((p.pid, p) for p in tagged if p.pid not in judged)
     return list(found.values())
 
 
-def _other_xdist_workers() -> list[psutil.Process]:
+def _siblings(me: psutil.Process, tagged: list[psutil.Process]) -> list[psutil.Process]:
     """In an xdist worker: the session's other workers (the controller's other children)."""
-    me, out = psutil.Process(), []
-    for p in tagged_processes(os.environ.get(SESSION_TAG, "")):
+    out = []
+    for p in tagged:
         try:
             if p.pid != me.pid and p.ppid() == me.ppid():
                 out.append(p)
@@ -299,6 +298,9 @@ def pytest_xdist_make_scheduler(config, log):
     the kept worker's last test waits until then, and the unit's last test runs only after
     that shutdown, when nothing else is left anywhere.
     """
+    def _is_end(scope: str) -> bool:
+        return Path(scope).name == SESSION_END
+
     if config.getoption("dist") == "each":
         return None  # every test on every worker: xdist's own scheduler
     from xdist.scheduler import LoadFileScheduling  # called only where xdist is installed
@@ -307,15 +309,13 @@ def pytest_xdist_make_scheduler(config, log):
         kept = None
 
         def _only_end_left(self) -> bool:
-            return len(self.workqueue) == 1 and Path(next(iter(self.workqueue))).name == \
-                SESSION_END
+            return list(map(_is_end, self.workqueue)) == [True]
 
         def _assign_work_unit(self, node):
-            end = next((s for s in self.workqueue if Path(s).name == SESSION_END), None)
-            if end is not None:
-                self.workqueue.move_to_end(end)
-                if self._only_end_left() and len(self.nodes) > 1:
-                    return  # not while another worker runs
+            for scope in [s for s in self.workqueue if _is_end(s)]:
+                self.workqueue.move_to_end(scope)
+            if self._only_end_left() and len(self.nodes) > 1:
+                return  # not while another worker runs
             super()._assign_work_unit(node)
 
         def _reschedule(self, node):
