@@ -15,11 +15,13 @@ import gc
 import importlib
 import importlib.util
 import io
+import multiprocessing
 import os
-import re
 import sys
+import tempfile
 import time
 import types
+import warnings
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,33 +186,52 @@ def _resume_trial(first, make_second, batches: int, drain: bool
 
 
 class MosaicShm:
-    """MosaicML Streaming's shared-memory blocks made from now on, removed by :meth:`release`.
+    """The shared-memory blocks and lock files of the MosaicML Streaming datasets passed to
+    :meth:`track`, removed by :meth:`release`.
 
-    Mosaic unlinks its blocks only at interpreter exit (atexit; a later unlink of a gone
-    block is ignored there), so a notebook or test session would keep every run's blocks in
-    /dev/shm until it ends. Chapter 14's runner and the bake-off's Mosaic row release theirs
-    as soon as the run is over.
+    Mosaic names everything a dataset shares with a prefix (``000003_barrier``, ...) and
+    unlinks its blocks only at interpreter exit (atexit; a later unlink of a gone block is
+    ignored there), so a notebook or test session would keep every run's blocks in /dev/shm
+    until it ends. Its two lock files per prefix (``000003_barrier_filelock`` and
+    ``000003_cache_filelock`` in the temp folder) it never removes, and the next run skips a
+    prefix whose lock file exists: /tmp gained two files per run, for good. Chapter 14's
+    runner and the bake-off's Mosaic row release both as soon as the run is over.
+
+    A dataset's prefix is the one whose ``_locals`` block names its folder (Mosaic refuses two
+    live datasets on one folder, and blanks the block when the dataset goes), so another
+    kernel's or test worker's Mosaic run at the same moment keeps its own.
     """
 
     _SHM = Path("/dev/shm")
-    _NAME = re.compile(r"\d{6}_[a-z_]+")   # Mosaic's block names: prefix _ purpose
+    _LOCKS = ("barrier_filelock", "cache_filelock")
 
     def __init__(self):
-        self.before = self._names()
+        self.prefixes: set[str] = set()
 
-    def _names(self) -> set[str]:
-        return set(os.listdir(self._SHM)) if self._SHM.is_dir() else set()
+    def track(self, ds):
+        """``ds`` (a live ``StreamingDataset``), its prefix noted for :meth:`release`."""
+        folders = {os.path.abspath(os.path.join(s.local, s.split or "")) for s in ds.streams}
+        for block in self._SHM.glob("[0-9]" * 6 + "_locals") if self._SHM.is_dir() else ():
+            # Mosaic's packing: int32 size, then the folders joined by NUL, NUL, the prefix
+            data = block.read_bytes()
+            size = int.from_bytes(data[:4], "little")
+            if folders & set(data[4:size].decode("utf-8", "replace").split("\0")[:-1]):
+                self.prefixes.add(block.name[:6])
+        return ds
 
     def release(self) -> None:
         from multiprocessing import resource_tracker
 
         gc.collect()   # Mosaic's own handles on them close with their dataset
-        for name in self._names() - self.before:
-            if self._NAME.fullmatch(name):
-                (self._SHM / name).unlink(missing_ok=True)
+        for prefix in self.prefixes:
+            for block in self._SHM.glob(f"{prefix}_*"):
+                block.unlink(missing_ok=True)
                 # it was registered when Mosaic made it; unregistered, the tracker does not
                 # unlink it again at exit and warn that it is gone
-                resource_tracker.unregister(f"/{name}", "shared_memory")
+                resource_tracker.unregister(f"/{block.name}", "shared_memory")
+            for lock in self._LOCKS:
+                Path(tempfile.gettempdir(), f"{prefix}_{lock}").unlink(missing_ok=True)
+        self.prefixes.clear()
 
 
 def run_mosaic(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> SystemRun:
@@ -228,7 +249,7 @@ def run_mosaic(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sys
     def loader(local):
         ds = StreamingDataset(remote="s3://mosaic/mds", local=str(local), batch_size=batch_size,
                               shuffle=True, shuffle_seed=7, predownload=4 * batch_size)
-        return StreamingDataLoader(ds, batch_size=batch_size, num_workers=0)
+        return StreamingDataLoader(shm.track(ds), batch_size=batch_size, num_workers=0)
 
     def epochs():
         ids, secs, first = _epoch(loader(work / "mds-cache"), _ids)
@@ -261,10 +282,7 @@ def run_litdata(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sy
     """``litdata.optimize`` locally, chunks put in the bucket, ``StreamingDataset`` on s3://."""
     import litdata as ld
 
-    out = work / "litdata"
-    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):   # its progress log
-        ld.optimize(fn=_litdata_item, inputs=list(rows), output_dir=str(out),
-                    chunk_bytes="1MB", num_workers=1, mode="overwrite")
+    out = litdata_optimize(_litdata_item, list(rows), work / "litdata", chunk_bytes="1MB")
     store.put_files("litdata", sorted(p for p in out.rglob("*") if p.is_file()), prefix="opt",
                     root=out)
     opts = {"endpoint_url": store.endpoint_url, "aws_access_key_id": "labkit",
@@ -283,6 +301,34 @@ def run_litdata(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sy
     return SystemRun("LitData", ld.__version__, len(ids), len(ids) / secs, first,
                      sorted(ids) == list(range(len(rows))), head + tail == ids, rss,
                      "resume: StreamingDataLoader.state_dict")
+
+
+def litdata_optimize(fn, items: list, folder: Path, chunk_bytes: str) -> Path:
+    """``litdata.optimize(fn, items)`` into ``folder`` in one worker, leaving nothing else
+    changed (chapters 14 and 16 write their LitData chunks this way).
+
+    Left to itself, optimize() prints a progress log, sets the process-wide start method to
+    spawn for good (every later DataLoader in the kernel would spawn its workers), and stages
+    its work in ``<temp>/chunks`` and ``<temp>/data``, two folders it leaves behind; here
+    the log is kept quiet, the start method put back and the staging folders (its
+    ``DATA_OPTIMIZER_CACHE_FOLDER`` and ``DATA_OPTIMIZER_DATA_CACHE_FOLDER``) made in a
+    temporary folder that goes when it returns.
+    """
+    import litdata
+
+    method = multiprocessing.get_start_method(allow_none=True)
+    with tempfile.TemporaryDirectory(prefix="labkit-litdata-") as stage, \
+            _env(DATA_OPTIMIZER_CACHE_FOLDER=os.path.join(stage, "chunks"),
+                 DATA_OPTIMIZER_DATA_CACHE_FOLDER=os.path.join(stage, "data")), \
+            redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            litdata.optimize(fn=fn, inputs=items, output_dir=str(folder),
+                             chunk_bytes=chunk_bytes, num_workers=1, mode="overwrite")
+        finally:
+            multiprocessing.set_start_method(method, force=True)
+    return folder
 
 
 def _litdata_item(row):

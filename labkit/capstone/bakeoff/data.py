@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import shutil
 import tarfile
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
@@ -17,6 +15,7 @@ from ...data.writers import _tar_add, shard_bounds
 from ...formats.lmdbrows import sample_key
 from ...images.decode import file_bytes
 from ...images.folder import read_labels
+from ...objstore.systems import litdata_optimize
 from .datasets import LMDB_HEAD
 
 # -- the shared data, in every format -------------------------------------------------------
@@ -109,22 +108,9 @@ def _litdata_item(item):
 
 
 def _write_litdata(data: BakeoffData) -> Path:
-    """LitData's optimized chunks (``litdata.optimize``)."""
-    import litdata
-
-    folder = data.dest / "litdata"
-    items = list(data.blobs())
-    # optimize() sets the process-wide start method to spawn and leaves it so: every later
-    # DataLoader here would start its workers by spawn. Put the previous one back.
-    method = multiprocessing.get_start_method(allow_none=True)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            litdata.optimize(fn=_litdata_item, inputs=items, output_dir=str(folder),
-                             chunk_bytes="4MB", num_workers=1, mode="overwrite")
-    finally:
-        multiprocessing.set_start_method(method, force=True)
-    return folder
+    """LitData's optimized chunks (``litdata.optimize``, through chapter 14's helper)."""
+    return litdata_optimize(_litdata_item, list(data.blobs()), data.dest / "litdata",
+                            chunk_bytes="4MB")
 
 
 def _write_lmdb(data: BakeoffData) -> Path:

@@ -68,7 +68,7 @@ def _mosaic_streaming(data, batch_size, num_workers, decoder):
     shm = MosaicShm()
     # a StreamingDataset is iterated (it splits samples over ranks and workers itself);
     # decoding happens in the collate, which runs in the workers
-    ds = StreamingDataset(local=str(folder), shuffle=False, batch_size=batch_size)
+    ds = shm.track(StreamingDataset(local=str(folder), shuffle=False, batch_size=batch_size))
     return _MosaicBatches(make_loader(ds, batch_size=batch_size, num_workers=num_workers,
                                       collate_fn=_DecodeCollate(decoder)), shm)
 
