@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -131,6 +132,51 @@ def own_data(tmp_path, monkeypatch):
     folder = tmp_path / "labkit-data"
     monkeypatch.setenv("LABKIT_DATA", str(folder))
     return folder
+
+
+class OwnTemp:
+    """The test's own temp folder (``path``); ``left()``: what is still in it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def left(self) -> list[str]:
+        # torch's compile cache (torchinductor_<user>), made there when an import reaches
+        # torch._dynamo (litdata, torchcodec), is meant to stay and be reused: not a leftover
+        return sorted(p.name for p in self.path.iterdir()
+                      if not p.name.startswith("torchinductor_"))
+
+
+@pytest.fixture
+def own_tmp(tmp_path, monkeypatch) -> OwnTemp:
+    """A temp folder of the test's own, for this process (``tempfile``) and its children
+    (``TMPDIR``): what a library leaves in /tmp (lock files, staging and log folders) is
+    the test's to see, and no other test's files are mixed in."""
+    folder = tmp_path / "temp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return OwnTemp(folder)
+
+
+class ShmSince:
+    """/dev/shm as a test found it; ``left()``: entries made since and still there, except
+    those a live process outside this one and its children maps (the other xdist worker's,
+    another session's on a shared machine: see ``_others_shm``)."""
+
+    def __init__(self):
+        self.before = _shm_entries()
+
+    def left(self) -> list[str]:
+        gc.collect()
+        new = _shm_entries() - self.before
+        mine = {os.getpid(), *(c.pid for c in psutil.Process().children(recursive=True))}
+        return sorted(new - _others_shm(new, mine))
+
+
+@pytest.fixture
+def shm_since() -> ShmSince:
+    return ShmSince()
 
 
 # worker_processes() leaves out multiprocessing's resource tracker and fork server, but

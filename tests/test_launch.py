@@ -43,20 +43,23 @@ def test_uneven_policies_take_equal_steps(sharding):
     assert a.missing == 0 and a.duplicates > 0
 
 
-def test_the_hang_ends_at_the_process_group_timeout(ci_fixture):
+def test_the_hang_ends_at_the_process_group_timeout(ci_fixture, own_tmp):
     ci_fixture("array_shards")
     hang = torchrun("hang", nproc=2, scale="ci", num_workers=1, batch_size=256,
                     pg_timeout_s=2, timeout=120)
+    # torchrun's logs went to the launch's folder (--log-dir), not a torchelastic_* here
+    assert own_tmp.left() == []
     errors = [r["uneven_none"]["error"] or r["barrier_error"] for r in hang.ranks]
     assert all(errors)  # every rank stopped: a timeout, or its peer's exit after one
     assert any("Timed out" in e for e in errors)
     assert hang.ranks[0]["uneven_none"]["steps"] == hang.ranks[1]["uneven_none"]["my_batches"]
 
 
-def test_wall_clock_timeout_kills_everything(ci_fixture):
+def test_wall_clock_timeout_kills_everything(ci_fixture, own_tmp):
     ci_fixture("array_shards")
     r = torchrun("sharding", nproc=2, scale="ci", num_workers=2, batch_size=64, timeout=1)
     assert r.timed_out and not r.ok
+    assert own_tmp.left() == []
 
 
 def test_unknown_job_reports_the_traceback(ci_fixture):

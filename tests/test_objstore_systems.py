@@ -12,7 +12,6 @@ import multiprocessing
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import pytest
@@ -30,23 +29,6 @@ def need(name: str) -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{name} must run in CI: {why}")
         pytest.skip(why)
-
-
-@pytest.fixture
-def own_tmp(tmp_path, monkeypatch):
-    """A temp folder of the test's own, for this process and its children: what a system
-    leaves there (Mosaic's lock files, LitData's staging folders) is the test's to see."""
-    folder = tmp_path / "temp"
-    folder.mkdir()
-    monkeypatch.setenv("TMPDIR", str(folder))
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
-
-
-def left_in(folder) -> list[str]:
-    # torch's compile cache (torchinductor_<user>), made there when litdata's import reaches
-    # torch._dynamo, is a cache meant to stay and be reused, not a run's leftover
-    return sorted(p.name for p in folder.iterdir() if not p.name.startswith("torchinductor_"))
 
 
 @pytest.fixture(scope="module")
@@ -89,38 +71,34 @@ def test_the_torchvision_stand_in_is_still_needed_and_still_works():
 
 @pytest.mark.parametrize("name", ["MosaicML Streaming", "LitData"])
 def test_system_streams_from_the_bucket_exactly_once_and_resumes(name, store, tmp_path,
-                                                                 own_tmp):
+                                                                 own_tmp, shm_since):
     need(name)
-    shm = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     method = multiprocessing.get_start_method(allow_none=True)
     run = systems.run_objectstore_system(name, store, ROWS, tmp_path / "work")
     # litdata.optimize() sets spawn for the whole process; the kit puts it back
     assert multiprocessing.get_start_method(allow_none=True) == method
     assert run.samples == len(ROWS) and run.exactly_once and run.resume_exact, run
     assert run.samples_per_s > 0 and run.first_batch_s > 0
-    if os.path.isdir("/dev/shm"):
-        assert set(os.listdir("/dev/shm")) <= shm, "shared memory left behind"
+    assert shm_since.left() == [], "shared memory left behind"
     # Mosaic's two lock files per run, LitData's chunks/ and data/ staging folders
-    assert left_in(own_tmp) == [], "left in the temp folder"
+    assert own_tmp.left() == [], "left in the temp folder"
 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_the_bakeoff_mosaic_row_leaves_no_shared_memory(workers, ci_fixture, tmp_path,
-                                                        own_tmp):
+                                                        own_tmp, shm_since):
     """The bake-off's own Mosaic row (skipped at ci in the chapter, so pinned here)."""
     need("MosaicML Streaming")
     from labkit.capstone.bakeoff.adapters import get_adapter
     from labkit.capstone.bakeoff.data import prepare_bakeoff
 
-    shm = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     data = prepare_bakeoff(ci_fixture("images"), tmp_path / "work", samples=96)
     loader = get_adapter("MosaicML Streaming").build(data, 32, workers, "pil")
     for _ in range(2):   # re-iterable, each pass every sample once
         assert sorted(i for b in loader for i in b["id"].tolist()) == list(range(96))
     lk.shutdown(loader)
-    if os.path.isdir("/dev/shm"):
-        assert set(os.listdir("/dev/shm")) <= shm, "shared memory left behind"
-    assert left_in(own_tmp) == [], "Mosaic's lock files left in the temp folder"
+    assert shm_since.left() == [], "shared memory left behind"
+    assert own_tmp.left() == [], "Mosaic's lock files left in the temp folder"
 
 
 @pytest.mark.slow

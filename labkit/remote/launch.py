@@ -81,9 +81,10 @@ def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, **params) -> T
         (tmp / "job.py").write_text(_STUB)
         config = {"job": job, "out": str(tmp), **params}
         (tmp / "config.json").write_text(json.dumps(config))
+        # --log-dir: without it torchrun makes a torchelastic_* folder in /tmp and leaves it
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
                "--nnodes=1", "--master-addr=127.0.0.1", f"--master-port={free_port()}",
-               str(tmp / "job.py"), str(tmp / "config.json")]
+               f"--log-dir={tmp / 'logs'}", str(tmp / "job.py"), str(tmp / "config.json")]
         env = {k: v for k, v in os.environ.items() if k != "TORCHELASTIC_ERROR_FILE"}
         env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         t0 = time.perf_counter()
