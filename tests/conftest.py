@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -148,15 +149,20 @@ class OwnTemp:
 
 
 @pytest.fixture
-def own_tmp(tmp_path, monkeypatch) -> OwnTemp:
+def own_tmp(monkeypatch):
     """A temp folder of the test's own, for this process (``tempfile``) and its children
     (``TMPDIR``): what a library leaves in /tmp (lock files, staging and log folders) is
-    the test's to see, and no other test's files are mixed in."""
-    folder = tmp_path / "temp"
-    folder.mkdir()
+    the test's to see, and no other test's files are mixed in.
+
+    A short path next to /tmp's, not under ``tmp_path``: multiprocessing puts its AF_UNIX
+    sockets there (``pymp-*/listener-*``, torch's file-descriptor hand-over among them), and
+    a socket path past 107 bytes fails; under xdist ``tmp_path`` alone is 70 and more.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="lkt-"))
     monkeypatch.setenv("TMPDIR", str(folder))
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return OwnTemp(folder)
+    yield OwnTemp(folder)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 class ShmSince:

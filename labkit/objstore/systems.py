@@ -6,30 +6,23 @@ fails at import, litdata requires it, mosaicml-streaming imports it and pins num
 recipe that works is ``.ci/install-objstore-systems`` (``--no-deps`` plus their real runtime
 needs). The one workaround, a stand-in ``torchvision`` that exists only while
 ``import streaming`` runs, is :func:`import_streaming`; a test fails when it stops being
-needed or stops working.
+needed or stops working. What each system leaves behind is cleaned up in ``leftovers.py``.
 """
 
 from __future__ import annotations
 
-import gc
 import importlib
 import importlib.util
-import io
-import multiprocessing
-import os
 import sys
-import tempfile
 import time
 import types
-import warnings
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..loading.processes import stop_processes
 from ..optional import library_status
+from .leftovers import MosaicShm, litdata_optimize, scoped_env, start_ray
 
 RECIPE = ".ci/install-objstore-systems (pip --no-deps plus their runtime needs)"
 
@@ -147,20 +140,6 @@ def _rss_mib() -> float:
                                        if c.is_running())) / 2**20
 
 
-@contextmanager
-def _env(**values):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def _ids(b) -> list[int]:
     x = b["id"] if isinstance(b, dict) else b[1]
     return [int(i) for i in np.asarray(x).reshape(-1)]
@@ -183,55 +162,6 @@ def _resume_trial(first, make_second, batches: int, drain: bool
     second = make_second()
     second.load_state_dict(state)
     return head, [i for batch in second for i in _ids(batch)]
-
-
-class MosaicShm:
-    """The shared-memory blocks and lock files of the MosaicML Streaming datasets passed to
-    :meth:`track`, removed by :meth:`release`.
-
-    Mosaic names everything a dataset shares with a prefix (``000003_barrier``, ...) and
-    unlinks its blocks only at interpreter exit (atexit; a later unlink of a gone block is
-    ignored there), so a notebook or test session would keep every run's blocks in /dev/shm
-    until it ends. Its two lock files per prefix (``000003_barrier_filelock`` and
-    ``000003_cache_filelock`` in the temp folder) it never removes, and the next run skips a
-    prefix whose lock file exists: /tmp gained two files per run, for good. Chapter 14's
-    runner and the bake-off's Mosaic row release both as soon as the run is over.
-
-    A dataset's prefix is the one whose ``_locals`` block names its folder (Mosaic refuses two
-    live datasets on one folder, and blanks the block when the dataset goes), so another
-    kernel's or test worker's Mosaic run at the same moment keeps its own.
-    """
-
-    _SHM = Path("/dev/shm")
-    _LOCKS = ("barrier_filelock", "cache_filelock")
-
-    def __init__(self):
-        self.prefixes: set[str] = set()
-
-    def track(self, ds):
-        """``ds`` (a live ``StreamingDataset``), its prefix noted for :meth:`release`."""
-        folders = {os.path.abspath(os.path.join(s.local, s.split or "")) for s in ds.streams}
-        for block in self._SHM.glob("[0-9]" * 6 + "_locals") if self._SHM.is_dir() else ():
-            # Mosaic's packing: int32 size, then the folders joined by NUL, NUL, the prefix
-            data = block.read_bytes()
-            size = int.from_bytes(data[:4], "little")
-            if folders & set(data[4:size].decode("utf-8", "replace").split("\0")[:-1]):
-                self.prefixes.add(block.name[:6])
-        return ds
-
-    def release(self) -> None:
-        from multiprocessing import resource_tracker
-
-        gc.collect()   # Mosaic's own handles on them close with their dataset
-        for prefix in self.prefixes:
-            for block in self._SHM.glob(f"{prefix}_*"):
-                block.unlink(missing_ok=True)
-                # it was registered when Mosaic made it; unregistered, the tracker does not
-                # unlink it again at exit and warn that it is gone
-                resource_tracker.unregister(f"/{block.name}", "shared_memory")
-            for lock in self._LOCKS:
-                Path(tempfile.gettempdir(), f"{prefix}_{lock}").unlink(missing_ok=True)
-        self.prefixes.clear()
 
 
 def run_mosaic(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> SystemRun:
@@ -261,7 +191,7 @@ def run_mosaic(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sys
         return ids, secs, first, rss, head, tail
 
     shm = MosaicShm()
-    with _env(S3_ENDPOINT_URL=store.endpoint_url, **_creds(store)):
+    with scoped_env(S3_ENDPOINT_URL=store.endpoint_url, **_creds(store)):
         try:
             ids, secs, first, rss, head, tail = epochs()
         finally:
@@ -303,62 +233,8 @@ def run_litdata(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sy
                      "resume: StreamingDataLoader.state_dict")
 
 
-def litdata_optimize(fn, items: list, folder: Path, chunk_bytes: str) -> Path:
-    """``litdata.optimize(fn, items)`` into ``folder`` in one worker, leaving nothing else
-    changed (chapters 14 and 16 write their LitData chunks this way).
-
-    Left to itself, optimize() prints a progress log, sets the process-wide start method to
-    spawn for good (every later DataLoader in the kernel would spawn its workers), and stages
-    its work in ``<temp>/chunks`` and ``<temp>/data``, two folders it leaves behind; here
-    the log is kept quiet, the start method put back and the staging folders (its
-    ``DATA_OPTIMIZER_CACHE_FOLDER`` and ``DATA_OPTIMIZER_DATA_CACHE_FOLDER``) made in a
-    temporary folder that goes when it returns.
-    """
-    import litdata
-
-    method = multiprocessing.get_start_method(allow_none=True)
-    with tempfile.TemporaryDirectory(prefix="labkit-litdata-") as stage, \
-            _env(DATA_OPTIMIZER_CACHE_FOLDER=os.path.join(stage, "chunks"),
-                 DATA_OPTIMIZER_DATA_CACHE_FOLDER=os.path.join(stage, "data")), \
-            redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()), \
-            warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            litdata.optimize(fn=fn, inputs=items, output_dir=str(folder),
-                             chunk_bytes=chunk_bytes, num_workers=1, mode="overwrite")
-        finally:
-            multiprocessing.set_start_method(method, force=True)
-    return folder
-
-
 def _litdata_item(row):
     return {"id": int(row[0]), "row": np.asarray(row, dtype=np.float32)}
-
-
-def start_ray(ray, num_cpus: int, tries: int = 2) -> None:
-    """``ray.init`` for one local node, tried again once if the node is slow to register
-    (chapter 14's runner and the bake-off's Ray row start Ray this way).
-
-    Ray waits a fixed 30 s for its raylet to register with its GCS; on a 2-core machine
-    under load that start-up alone can take longer. A failed start is shut down (its
-    processes stopped: Ray forgets a node whose start failed, so ``ray.shutdown`` would not)
-    before the next try, and the last failure is raised.
-    """
-    import psutil
-
-
-    me = psutil.Process()
-    for attempt in range(1, tries + 1):
-        before = {p.pid for p in me.children(recursive=True)}
-        try:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False, _temp_dir=None)
-            return
-        except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception for this
-            ray.shutdown()
-            stop_processes([p for p in me.children(recursive=True) if p.pid not in before])
-            if attempt == tries or "timed out during startup" not in str(e):
-                raise
 
 
 def run_ray(store, parquet_key: str, samples: int, batch_size: int = 64,

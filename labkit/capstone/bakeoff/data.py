@@ -15,7 +15,7 @@ from ...data.writers import _tar_add, shard_bounds
 from ...formats.lmdbrows import sample_key
 from ...images.decode import file_bytes
 from ...images.folder import read_labels
-from ...objstore.systems import litdata_optimize
+from ...objstore.leftovers import litdata_optimize
 from .datasets import LMDB_HEAD
 
 # -- the shared data, in every format -------------------------------------------------------

@@ -13,7 +13,8 @@ import numpy as np
 
 from ...images.decode import decode_jpeg
 from ...loading.loaders import make_loader, shutdown, worker_kwargs
-from ...objstore.systems import MosaicShm, import_streaming, start_ray
+from ...objstore.leftovers import MosaicShm, start_ray
+from ...objstore.systems import import_streaming
 from .data import ensure_format
 from .datasets import _DecodeCollate, _DecodeItem
 
