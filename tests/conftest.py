@@ -9,6 +9,9 @@
 * At the very end of the session (after the notebooks), the tests in ``test_session_end.py``
   (marked ``session_last``) check with ``session_leftovers`` that no process the session
   started and no new /dev/shm entry is left, and that the chapters' records are complete.
+* Every process of the session writes its temp files in one folder of the session's
+  (TMPDIR, ``_own_temp_folder``); anything left there at the end but the few expected names
+  (``EXPECTED_IN_TEMP``) fails the run, and the folder is removed. /tmp stays as it was.
 * ``make test`` runs the suite in two pytest-xdist workers: on 2 cores a third of its time is
   spent waiting for processes to start and stop. Files are the unit of work (a notebook's
   cells share one kernel) and the session-end file runs alone after every other file
@@ -20,6 +23,7 @@
 from __future__ import annotations
 
 import gc
+import getpass
 import os
 import shutil
 import tempfile
@@ -142,10 +146,7 @@ class OwnTemp:
         self.path = path
 
     def left(self) -> list[str]:
-        # torch's compile cache (torchinductor_<user>), made there when an import reaches
-        # torch._dynamo (litdata, torchcodec), is meant to stay and be reused: not a leftover
-        return sorted(p.name for p in self.path.iterdir()
-                      if not p.name.startswith("torchinductor_"))
+        return sorted(p.name for p in self.path.iterdir())
 
 
 @pytest.fixture
@@ -283,6 +284,40 @@ def pytest_configure(config):
     _state["xdist_worker"] = hasattr(config, "workerinput")
     if not _xdist_worker():  # the session's own tag, even inside another session's test
         os.environ[SESSION_TAG] = f"{os.getpid()}-{time.time_ns()}"
+        _own_temp_folder()
+
+
+# What a session may leave in its temp folder: not a run's leftovers.
+EXPECTED_IN_TEMP = {
+    # multiprocessing's folder for its sockets (pymp-*), removed at a clean exit: a notebook
+    # kernel that started a resource tracker (spawn, forkserver, shared memory) is SIGTERMed
+    # by jupyter_client 2.5 s into its shutdown, because ipykernel (7.4) first SIGTERMs its
+    # own children for up to 14 s and the tracker ignores SIGTERM; no atexit runs then
+    "pymp-": "a notebook kernel's multiprocessing folder (jupyter_client ends it by SIGTERM)",
+    "ray": "Ray's session folders and logs, kept by design",
+}
+
+
+def _own_temp_folder() -> None:
+    """Every process of the session writes its temp files in one folder of the session's
+    (TMPDIR): what is left there at the end is checked (``pytest_sessionfinish``), then
+    removed. pytest's own ``tmp_path`` folders stay where they were."""
+    temp = tempfile.gettempdir()
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", temp)
+    # torch's compile cache where torch puts it by default, kept from run to run
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR",
+                          os.path.join(temp, f"torchinductor_{getpass.getuser()}"))
+    root = tempfile.mkdtemp(prefix="labkit-test-")
+    os.environ["TMPDIR"] = tempfile.tempdir = root
+    _state["temp"] = Path(root)
+
+
+def _left_in_temp() -> list[str]:
+    root = _state.get("temp")
+    if root is None or not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir()
+                  if not any(p.name.startswith(k) for k in EXPECTED_IN_TEMP))
 
 
 def tagged_processes(tag: str, var: str = SESSION_TAG) -> list[psutil.Process]:
@@ -514,4 +549,11 @@ def pytest_sessionfinish(session, exitstatus):
     if leaked and exitstatus == 0:
         print(f"\nFAILED: shared memory left in /dev/shm after the suite: {sorted(leaked)}")
         session.exitstatus = 1
+    left = _left_in_temp()
+    if left and exitstatus == 0:
+        print(f"\nFAILED: left in the session's temp folder {_state['temp']} after the suite "
+              f"(expected there only {', '.join(EXPECTED_IN_TEMP)}): {left}")
+        session.exitstatus = 1
+    if _state.get("temp") is not None and not left:
+        shutil.rmtree(_state["temp"], ignore_errors=True)
 

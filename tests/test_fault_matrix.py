@@ -57,6 +57,7 @@ import sys
 import time
 import warnings
 from collections import Counter
+from pathlib import Path
 
 import psutil
 import pytest
@@ -635,6 +636,44 @@ def test_session_leftovers_check_fails_on_a_deliberate_leak(tmp_path, request):
     assert r.returncode == 1, out
     assert "1 failed, 1 passed" in out and "test_last" in out, out
     assert f"pid {pid}" in out and shm in out, out
+
+
+def test_a_file_left_in_the_sessions_temp_folder_fails_the_run(tmp_path):
+    """Every process of a session writes its temp files in the session's own folder; what a
+    run leaves there, besides the few expected names, fails it and is named. A clean run's
+    folder is removed."""
+    import shutil
+    import subprocess
+
+    shutil.copy(os.path.join(os.path.dirname(__file__), "conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_temp.py").write_text(
+        "import os, subprocess, sys, tempfile\n\n\n"
+        "def test_leaves_a_file():\n"   # by a child process: TMPDIR reaches it
+        "    subprocess.run([sys.executable, '-c', 'import tempfile; "
+        "tempfile.mkstemp(prefix=\"lockfile-\")'], check=True)\n"
+        f"    open({str(tmp_path / 'root')!r}, 'w').write(tempfile.gettempdir())\n")
+    env = {**os.environ, "LABKIT_LEAK_GRACE_S": "0.5", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+    def run():
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               str(tmp_path)], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    r = run()
+    root = Path((tmp_path / "root").read_text())
+    try:
+        out = r.stdout + r.stderr
+        assert r.returncode == 1 and "left in the session's temp folder" in out, out
+        assert "lockfile-" in out and root.is_dir(), out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    (tmp_path / "test_temp.py").write_text(
+        "import tempfile\n\n\ndef test_clean():\n"
+        f"    open({str(tmp_path / 'root')!r}, 'w').write(tempfile.gettempdir())\n")
+    r = run()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not Path((tmp_path / "root").read_text()).exists()
 
 
 def test_under_xdist_the_session_end_runs_alone_last_and_sees_any_workers_orphan(tmp_path):
