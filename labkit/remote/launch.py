@@ -1,6 +1,7 @@
-"""Launch a real multi-process job with torchrun from a notebook, safely (chapter 04).
+"""Launch a real multi-process job with torchrun from a notebook, safely (chapters 04, 11).
 
-:func:`torchrun` writes a two-line script that calls a job in :mod:`labkit.remote._torchrun_job`,
+:func:`torchrun` writes a two-line script that calls a job in :mod:`labkit.remote._torchrun_job`
+(or another job module: chapter 11's ``labkit.tokens.ranks``),
 runs ``python -m torch.distributed.run --nproc-per-node N`` on it as a subprocess (gloo
 backend, a free port on 127.0.0.1), gathers what each rank wrote as JSON, and always
 cleans up: a wall-clock ``timeout`` kills the whole process group, so nothing hangs and no
@@ -25,8 +26,9 @@ from ..errors import LabkitError
 
 # The guard matters under spawn and forkserver: a DataLoader worker re-imports this script as
 # __mp_main__, and without it every worker would run the job (join the process group) again.
-_STUB = ('from labkit.remote._torchrun_job import main\n\n'
+_STUB = ('from {module} import main\n\n'
          'if __name__ == "__main__":\n    main()\n')
+JOBS = "labkit.remote._torchrun_job"   # chapter 04's jobs; chapter 11's live in labkit.tokens.ranks
 
 
 @dataclass
@@ -63,8 +65,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, **params) -> TorchrunResult:
-    """Run the named job of :mod:`labkit.remote._torchrun_job` on ``nproc`` ranks with torchrun.
+def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, module: str = JOBS,
+             **params) -> TorchrunResult:
+    """Run the named job of ``module`` (:mod:`labkit.remote._torchrun_job` by default) on
+    ``nproc`` ranks with torchrun. The module's ``main()`` reads the JSON config named on its
+    command line and writes ``rank{r}.json`` into the config's ``out`` folder.
 
     Args:
         job: ``"sharding"`` (sampler + rank x worker split + uneven policies; with
@@ -78,7 +83,7 @@ def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, **params) -> T
     """
     tmp = Path(tempfile.mkdtemp(prefix="labkit-torchrun-"))
     try:
-        (tmp / "job.py").write_text(_STUB)
+        (tmp / "job.py").write_text(_STUB.format(module=module))
         config = {"job": job, "out": str(tmp), **params}
         (tmp / "config.json").write_text(json.dumps(config))
         # --log-dir: without it torchrun makes a torchelastic_* folder in /tmp and leaves it
