@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import labkit as lk
+from labkit.profiling.advice import IN_PROCESS_RATIO
 
 PLANTED = Path(__file__).resolve().parent / "planted_loaders.py"
 
@@ -146,8 +147,13 @@ def test_heavy_pickling_at_spawn_start_is_named():
 
 def test_loading_in_process_is_suggested_when_workers_cost_more_than_they_give():
     d = diagnose_json("fast_with_workers", "--step-ms", 2)  # one process: ~30k batches/s
-    if d["bound"] != "step":  # the hand-over can keep up on a quiet machine
-        assert d["suggestion"]["knobs"] == {"num_workers": 0}
+    if d["bound"] == "step":  # the hand-over can keep up on a quiet machine
+        return
+    one, step = d["one_process_batches_per_s"], d["step_batches_per_s"]
+    if one < IN_PROCESS_RATIO * step:  # seen at load 8 on 2 cores: the rule's premise is gone
+        pytest.skip(f"one process made only {one:,.0f} batches/s here, under {IN_PROCESS_RATIO}x "
+                    f"the step's {step:,.0f} (a loaded machine): the rule does not apply")
+    assert d["suggestion"]["knobs"] == {"num_workers": 0}, d["suggestion"]
 
 
 def test_workers_are_sampled_or_the_reason_given():
