@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 
@@ -74,9 +75,12 @@ def test_system_streams_from_the_bucket_exactly_once_and_resumes(name, store, tm
                                                                  own_tmp, shm_since):
     need(name)
     method = multiprocessing.get_start_method(allow_none=True)
+    on_interrupt = signal.getsignal(signal.SIGINT)
     run = systems.run_objectstore_system(name, store, ROWS, tmp_path / "work")
-    # litdata.optimize() sets spawn for the whole process; the kit puts it back
+    # litdata.optimize() sets spawn and a SIGINT handler for the whole process; the kit puts
+    # both back (its handler swallowed the interrupt tests/test_fault_matrix.py sends)
     assert multiprocessing.get_start_method(allow_none=True) == method
+    assert signal.getsignal(signal.SIGINT) is on_interrupt
     assert run.samples == len(ROWS) and run.exactly_once and run.resume_exact, run
     assert run.samples_per_s > 0 and run.first_batch_s > 0
     assert shm_since.left() == [], "shared memory left behind"

@@ -15,6 +15,7 @@ import gc
 import io
 import multiprocessing
 import os
+import signal
 import tempfile
 import warnings
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
@@ -92,15 +93,18 @@ def litdata_optimize(fn, items: list, folder: Path, chunk_bytes: str) -> Path:
     changed (chapters 14 and 16 write their LitData chunks this way).
 
     Left to itself, optimize() prints a progress log, sets the process-wide start method to
-    spawn for good (every later DataLoader in the kernel would spawn its workers), and stages
+    spawn for good (every later DataLoader in the kernel would spawn its workers), installs a
+    SIGINT handler for good (a later Ctrl-C or Jupyter interrupt then ends the whole process
+    with exit status 0, or is swallowed, instead of raising KeyboardInterrupt), and stages
     its work in ``<temp>/chunks`` and ``<temp>/data``, two folders it leaves behind; here
-    the log is kept quiet, the start method put back and the staging folders (its
-    ``DATA_OPTIMIZER_CACHE_FOLDER`` and ``DATA_OPTIMIZER_DATA_CACHE_FOLDER``) made in a
-    temporary folder that goes when it returns.
+    the log is kept quiet, the start method and the SIGINT handler put back and the staging
+    folders (its ``DATA_OPTIMIZER_CACHE_FOLDER`` and ``DATA_OPTIMIZER_DATA_CACHE_FOLDER``)
+    made in a temporary folder that goes when it returns.
     """
     import litdata
 
     method = multiprocessing.get_start_method(allow_none=True)
+    on_interrupt = signal.getsignal(signal.SIGINT)
     with tempfile.TemporaryDirectory(prefix="labkit-litdata-") as stage, \
             scoped_env(DATA_OPTIMIZER_CACHE_FOLDER=os.path.join(stage, "chunks"),
                  DATA_OPTIMIZER_DATA_CACHE_FOLDER=os.path.join(stage, "data")), \
@@ -112,6 +116,7 @@ def litdata_optimize(fn, items: list, folder: Path, chunk_bytes: str) -> Path:
                              chunk_bytes=chunk_bytes, num_workers=1, mode="overwrite")
         finally:
             multiprocessing.set_start_method(method, force=True)
+            signal.signal(signal.SIGINT, on_interrupt)
     return folder
 
 
