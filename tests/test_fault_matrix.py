@@ -518,6 +518,10 @@ def test_interrupt_mid_epoch_then_resume_loses_and_repeats_nothing(wds_fx, who):
         return StatefulDataLoader(lk.TarShardStream(wds_fx, seed=3, buffer_size=64),
                                   batch_size=32, num_workers=2, timeout=30)
 
+    # Python's own handler, as a terminal or a kernel has it: a library run earlier in this
+    # process may have left its own (litdata.optimize did: see labkit/objstore/leftovers.py)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, (
+        f"SIGINT handler left by an earlier test: {signal.getsignal(signal.SIGINT)!r}")
     reference = epoch_ids(make())
     loader, before = make(), []
     it = iter(loader)
