@@ -1,12 +1,11 @@
 """Cleaning up after MosaicML Streaming, LitData and Ray (chapters 14, 16).
 
-What each leaves behind or changes, removed or put back here, once: ``objstore/systems.py``
-(chapter 14's runs on the bucket) and the bake-off's rows (chapter 16) use these.
-
-Each library is used as its docs say; what it keeps after a run is removed here, once, so a
-notebook kernel or a test session ends as it began: Mosaic's shared memory and lock files
-(:class:`MosaicShm`), LitData's staging folders and process-wide start method
-(:func:`litdata_optimize`), the processes of a Ray start that failed (:func:`start_ray`).
+Each library is used as its docs say; what it leaves behind or changes is removed or put
+back here, once, for chapter 14's runs on the bucket (``objstore/systems.py``) and the
+bake-off's rows (chapter 16), so a kernel or a test session ends as it began: Mosaic's
+shared memory and lock files (:class:`MosaicShm`), LitData's staging folders, start method
+and SIGINT handler (:func:`litdata_optimize`), the processes of a Ray start that failed
+(:func:`start_ray`).
 """
 
 from __future__ import annotations
@@ -25,18 +24,24 @@ from ..loading.processes import stop_processes
 
 
 @contextmanager
-def scoped_env(**values):
-    """``os.environ`` with ``values`` set inside the block, as it was after it."""
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
+def scoped(mapping, values: dict):
+    """``mapping`` (``os.environ``, ``sys.modules``) with ``values`` set inside the block and
+    as it was after it: a key it lacked is removed again."""
+    old = {k: mapping.get(k) for k in values}
+    mapping.update(values)
     try:
         yield
     finally:
         for k, v in old.items():
             if v is None:
-                os.environ.pop(k, None)
+                mapping.pop(k, None)
             else:
-                os.environ[k] = v
+                mapping[k] = v
+
+
+def scoped_env(**values):
+    """``os.environ`` with ``values`` set inside the block, as it was after it."""
+    return scoped(os.environ, values)
 
 
 class MosaicShm:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..optional import library_status
-from .leftovers import MosaicShm, litdata_optimize, scoped_env, start_ray
+from .leftovers import MosaicShm, litdata_optimize, scoped, scoped_env, start_ray
 
 RECIPE = ".ci/install-objstore-systems (pip --no-deps plus their runtime needs)"
 
@@ -71,17 +71,8 @@ def import_streaming(stand_in: bool | None = None):
     import transformers.feature_extraction_utils  # noqa: F401 - before the stand-in is in
     import transformers.tokenization_utils_base  # noqa: F401
 
-    fake = _stand_in_torchvision()
-    saved = {k: sys.modules.get(k) for k in fake}
-    sys.modules.update(fake)
-    try:
+    with scoped(sys.modules, _stand_in_torchvision()):
         return importlib.import_module("streaming")
-    finally:
-        for k, mod in saved.items():
-            if mod is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = mod
 
 
 def probe_system(name: str, deep: bool = True) -> tuple[bool, str]:
