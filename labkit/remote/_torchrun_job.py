@@ -1,7 +1,7 @@
 """The jobs :func:`labkit.torchrun` runs on every rank (chapter 04). Not public API.
 
 Each rank joins a gloo process group, runs the job and writes ``rank{r}.json`` into the
-launch folder. Jobs:
+launch folder (``launch.run_rank``, shared with chapter 11's ``labkit.tokens.ranks``). Jobs:
 
 * ``sharding``: DistributedSampler over ``MemmapRows`` with and without ``set_epoch``; a
   ``ShardStream`` split over rank x worker and over workers only; uneven shards with the
@@ -15,17 +15,13 @@ launch folder. Jobs:
 from __future__ import annotations
 
 import datetime
-import json
-import sys
 import time
-from pathlib import Path
 
 from labkit.data.datasets import MemmapRows
 from labkit.data.fixtures import fixture
 from labkit.loading.loaders import make_loader, shutdown
+from labkit.remote.launch import PATIENT_S, run_rank
 from labkit.streams.arrays import ShardStream, deliveries
-
-PATIENT_S = 120  # every collective a peer still joins, however slowly its workers start
 
 
 def _ids(batch) -> list[int]:
@@ -99,54 +95,41 @@ def _counting(loader):
         shutdown(it)
 
 
-def main() -> None:
+def _job(cfg: dict, dist, out: dict) -> None:
     import torch
-    import torch.distributed as dist
 
-    cfg = json.loads(Path(sys.argv[1]).read_text())
-    # Two timeouts: a long one for every collective a slow peer still joins (worker start-up
-    # under spawn on a loaded machine took seconds), and the demo's short one on a group of
-    # its own, used only where a peer never comes (the steps past the shortest rank's last).
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=PATIENT_S))
+    # The demo's short timeout on a group of its own, used only where a peer never comes (the
+    # steps past the shortest rank's last); every other collective waits up to PATIENT_S.
     hang_group = dist.new_group(
         timeout=datetime.timedelta(seconds=float(cfg.get("pg_timeout_s", PATIENT_S))))
-    rank, world = dist.get_rank(), dist.get_world_size()
-    out: dict = {"rank": rank, "world_size": world}
+    rank, world = out["rank"], out["world_size"]
     shards_fx = fixture("array_shards", cfg["scale"], progress=False)
     uneven = cfg.get("uneven_shards", [0, 1, 2])
-    try:
-        if cfg["job"] == "sharding":
-            rows = MemmapRows(fixture("array", cfg["scale"], progress=False))
-            out["sampler_set_epoch"] = _sampler_epochs(rows, cfg, rank, world, True)
-            out["sampler_no_set_epoch"] = _sampler_epochs(rows, cfg, rank, world, False)
-            for split in ("rank_worker", "worker"):
-                ds = ShardStream(shards_fx, split=split, tag=True)
-                out[split] = deliveries(make_loader(ds, batch_size=cfg["batch_size"],
-                                                       num_workers=cfg["num_workers"]))
-            for policy in ("drop", "pad"):
-                ds = ShardStream(shards_fx, shards=uneven, tag=True)
-                out[f"uneven_{policy}"] = _uneven_steps(ds, cfg, policy, dist, torch)
-        if cfg["job"] == "hang" or cfg.get("then_hang"):  # last: a timeout breaks the group
+    if cfg["job"] == "sharding":
+        rows = MemmapRows(fixture("array", cfg["scale"], progress=False))
+        out["sampler_set_epoch"] = _sampler_epochs(rows, cfg, rank, world, True)
+        out["sampler_no_set_epoch"] = _sampler_epochs(rows, cfg, rank, world, False)
+        for split in ("rank_worker", "worker"):
+            ds = ShardStream(shards_fx, split=split, tag=True)
+            out[split] = deliveries(make_loader(ds, batch_size=cfg["batch_size"],
+                                                   num_workers=cfg["num_workers"]))
+        for policy in ("drop", "pad"):
             ds = ShardStream(shards_fx, shards=uneven, tag=True)
-            out["uneven_none"] = _uneven_steps(ds, cfg, "none", dist, torch, hang_group)
-            t0 = time.perf_counter()
-            out["barrier_error"] = None
-            if out["uneven_none"]["error"] is None:  # finished its batches: waits for the peer
-                try:
-                    dist.barrier(group=hang_group)  # the end-of-epoch sync it waits in
-                except RuntimeError as e:
-                    out["barrier_error"] = str(e).splitlines()[0][-160:]
-            out["barrier_s"] = time.perf_counter() - t0
-        if cfg["job"] not in ("sharding", "hang"):
-            raise ValueError(f"unknown job {cfg['job']!r}")
-    except BaseException:
-        import traceback
+            out[f"uneven_{policy}"] = _uneven_steps(ds, cfg, policy, dist, torch)
+    if cfg["job"] == "hang" or cfg.get("then_hang"):  # last: a timeout breaks the group
+        ds = ShardStream(shards_fx, shards=uneven, tag=True)
+        out["uneven_none"] = _uneven_steps(ds, cfg, "none", dist, torch, hang_group)
+        t0 = time.perf_counter()
+        out["barrier_error"] = None
+        if out["uneven_none"]["error"] is None:  # finished its batches: waits for the peer
+            try:
+                dist.barrier(group=hang_group)  # the end-of-epoch sync it waits in
+            except RuntimeError as e:
+                out["barrier_error"] = str(e).splitlines()[0][-160:]
+        out["barrier_s"] = time.perf_counter() - t0
+    if cfg["job"] not in ("sharding", "hang"):
+        raise ValueError(f"unknown job {cfg['job']!r}")
 
-        out["traceback"] = traceback.format_exc()[-2000:]  # for the launcher's report
-        raise
-    finally:
-        (Path(cfg["out"]) / f"rank{rank}.json").write_text(json.dumps(out))
-        try:
-            dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - a broken group after a timeout: exiting anyway
-            pass
+
+def main() -> None:
+    run_rank(_job)

@@ -10,6 +10,7 @@ rank or worker is left behind.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +30,8 @@ from ..errors import LabkitError
 # __mp_main__, and without it every worker would run the job (join the process group) again.
 _STUB = ('from {module} import main\n\n'
          'if __name__ == "__main__":\n    main()\n')
-JOBS = "labkit.remote._torchrun_job"   # chapter 04's jobs; chapter 11's live in labkit.tokens.ranks
+JOBS = "labkit.remote._torchrun_job"   # chapter 04's jobs; chapter 11's: labkit.tokens.ranks
+PATIENT_S = 120  # every collective a peer still joins, however slowly its workers start
 
 
 @dataclass
@@ -56,6 +59,32 @@ class TorchrunResult:
 
     def tail(self, lines: int = 15) -> str:
         return "\n".join(self.output.strip().splitlines()[-lines:])
+
+
+def run_rank(job) -> None:
+    """A torchrun job module's ``main()``: each rank reads the config named on its command
+    line, joins a gloo group (collectives wait up to ``PATIENT_S``: worker start-up under
+    spawn on a loaded machine takes seconds), runs ``job(cfg, dist, out)`` and writes ``out``
+    as ``rank{r}.json`` into the config's ``out`` folder, with the traceback if it raised
+    (the launcher's report). Chapter 04's jobs and chapter 11's run this way.
+    """
+    import torch.distributed as dist
+
+    cfg = json.loads(Path(sys.argv[1]).read_text())
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=PATIENT_S))
+    rank = dist.get_rank()
+    out: dict = {"rank": rank, "world_size": dist.get_world_size()}
+    try:
+        job(cfg, dist, out)
+    except BaseException:
+        out["traceback"] = traceback.format_exc()[-2000:]
+        raise
+    finally:
+        (Path(cfg["out"]) / f"rank{rank}.json").write_text(json.dumps(out))
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - a broken group after a timeout: exiting anyway
+            pass
 
 
 def free_port() -> int:

@@ -10,42 +10,30 @@ state the rank saved after its last.
 
 from __future__ import annotations
 
-import datetime
 import itertools
-import json
-import sys
-import traceback
-from pathlib import Path
 
 from ..data.fixtures import fixture
+from ..remote.launch import run_rank
 from .corpus import open_tokens
 from .epoch import TokenBatches
 
 
-def main() -> None:
+def _job(cfg: dict, dist, out: dict) -> None:
     import torch
-    import torch.distributed as dist
 
-    cfg = json.loads(Path(sys.argv[1]).read_text())
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
-    rank, world = dist.get_rank(), dist.get_world_size()
-    out: dict = {"rank": rank, "world_size": world}
-    try:
-        if cfg["job"] != "tokens":
-            raise ValueError(f"unknown job {cfg['job']!r}")
-        corpus = open_tokens(fixture("corpus", cfg["scale"], progress=False))
-        tb = TokenBatches(corpus, cfg["context"], cfg["global_batch"] // world, seed=cfg["seed"],
-                          num_workers=cfg["num_workers"])   # rank, world size: torchrun's
-        if cfg.get("state"):
-            tb.load_state_dict(cfg["state"])
-        out["samples"] = []
-        for batch in itertools.islice(tb, cfg.get("steps")):
-            dist.all_reduce(torch.ones(16))                   # the step's gradient sync
-            out["samples"].append(batch["sample"].tolist())
-        out["state"] = tb.state_dict()
-    except BaseException:
-        out["traceback"] = traceback.format_exc()[-2000:]    # for the launcher's report
-        raise
-    finally:
-        (Path(cfg["out"]) / f"rank{rank}.json").write_text(json.dumps(out))
-        dist.destroy_process_group()
+    if cfg["job"] != "tokens":
+        raise ValueError(f"unknown job {cfg['job']!r}")
+    corpus = open_tokens(fixture("corpus", cfg["scale"], progress=False))
+    tb = TokenBatches(corpus, cfg["context"], cfg["global_batch"] // out["world_size"],
+                      seed=cfg["seed"], num_workers=cfg["num_workers"])  # rank: torchrun's
+    if cfg.get("state"):
+        tb.load_state_dict(cfg["state"])
+    out["samples"] = []
+    for batch in itertools.islice(tb, cfg.get("steps")):
+        dist.all_reduce(torch.ones(16))                   # the step's gradient sync
+        out["samples"].append(batch["sample"].tolist())
+    out["state"] = tb.state_dict()
+
+
+def main() -> None:
+    run_rank(_job)
