@@ -28,11 +28,17 @@ def _job(cfg: dict, dist, out: dict) -> None:
                       seed=cfg["seed"], num_workers=cfg["num_workers"])  # rank: torchrun's
     if cfg.get("state"):
         tb.load_state_dict(cfg["state"])
+    # every rank takes the same number of steps: the epoch's last global batch may leave a
+    # rank nothing, and a rank that stopped early would end its peers' all_reduce
+    steps = -(-(tb.index.samples - tb.samples_processed) // cfg["global_batch"])
+    steps = min(steps, cfg.get("steps") or steps)
     out["samples"] = []
-    for batch in itertools.islice(tb, cfg.get("steps")):
+    for batch in itertools.islice(tb, steps):
         dist.all_reduce(torch.ones(16))                   # the step's gradient sync
         out["samples"].append(batch["sample"].tolist())
     out["state"] = tb.state_dict()
+    for _ in range(steps - len(out["samples"])):          # nothing left here: still in sync
+        dist.all_reduce(torch.zeros(16))
 
 
 def main() -> None:
