@@ -78,7 +78,7 @@ def test_system_streams_from_the_bucket_exactly_once_and_resumes(name, store, tm
     on_interrupt = signal.getsignal(signal.SIGINT)
     run = systems.run_objectstore_system(name, store, ROWS, tmp_path / "work")
     # litdata.optimize() sets spawn and a SIGINT handler for the whole process; the kit puts
-    # both back (its handler swallowed the interrupt tests/test_fault_matrix.py sends)
+    # both back (its handler would end this process, exit status 0, on the next SIGINT)
     assert multiprocessing.get_start_method(allow_none=True) == method
     assert signal.getsignal(signal.SIGINT) is on_interrupt
     assert run.samples == len(ROWS) and run.exactly_once and run.resume_exact, run

@@ -100,7 +100,7 @@ def litdata_optimize(fn, items: list, folder: Path, chunk_bytes: str) -> Path:
     Left to itself, optimize() prints a progress log, sets the process-wide start method to
     spawn for good (every later DataLoader in the kernel would spawn its workers), installs a
     SIGINT handler for good (a later Ctrl-C or Jupyter interrupt then ends the whole process
-    with exit status 0, or is swallowed, instead of raising KeyboardInterrupt), and stages
+    with exit status 0 instead of raising KeyboardInterrupt), and stages
     its work in ``<temp>/chunks`` and ``<temp>/data``, two folders it leaves behind; here
     the log is kept quiet, the start method and the SIGINT handler put back and the staging
     folders (its ``DATA_OPTIMIZER_CACHE_FOLDER`` and ``DATA_OPTIMIZER_DATA_CACHE_FOLDER``)

@@ -11,6 +11,7 @@ state the rank saved after its last.
 from __future__ import annotations
 
 import itertools
+from contextlib import closing
 
 from ..data.fixtures import fixture
 from ..remote.launch import run_rank
@@ -33,9 +34,10 @@ def _job(cfg: dict, dist, out: dict) -> None:
     steps = -(-(tb.index.samples - tb.samples_processed) // cfg["global_batch"])
     steps = min(steps, cfg.get("steps") or steps)
     out["samples"] = []
-    for batch in itertools.islice(tb, steps):
-        dist.all_reduce(torch.ones(16))                   # the step's gradient sync
-        out["samples"].append(batch["sample"].tolist())
+    with closing(iter(tb)) as batches:                    # a stop mid-epoch ends the workers here
+        for batch in itertools.islice(batches, steps):
+            dist.all_reduce(torch.ones(16))               # the step's gradient sync
+            out["samples"].append(batch["sample"].tolist())
     out["state"] = tb.state_dict()
     for _ in range(steps - len(out["samples"])):          # nothing left here: still in sync
         dist.all_reduce(torch.zeros(16))
