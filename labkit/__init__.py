@@ -9,7 +9,7 @@ that call it, tests/test_layout.py checks that too, ``labkit helpers NN`` lists 
    (fixtures, writers, faults, teaching datasets), ``images`` (decoders, folder and packed
    datasets, augmentation, GPU paths, stage costs), ``streams`` (one rank x worker split
    base, one shuffle buffer, one resume state; array, row-group and tar-shard streams),
-   ``loading`` (make_loader, prefetchers, batches, processes), ``instruments`` (meter,
+   ``loading`` (worker processes, prefetchers, batches, processes), ``instruments`` (meter,
    measurement, timer, audits, memory, page cache, shuffle quality, resume trials, tuning),
    ``remote`` (HTTP server, torchrun), ``display`` (dashboard, plots, figures), ``records``
    (checkpoint, machine, decisions).
@@ -133,7 +133,7 @@ from .instruments.tuning import (
     thread_pools,
     usable_cores,
 )
-from .loading.loaders import make_loader, shutdown, worker_processes
+from .loading.loaders import worker_processes
 from .loading.prefetchers import CudaStreamPrefetcher, ThreadPrefetcher, cuda_status, to_device
 from .media import writers as _media_writers  # noqa: F401 - registers the video and audio kinds
 from .media.audio import audio_info, audio_starts, audio_window
@@ -235,7 +235,7 @@ __all__ = [  # sorted; several names a line keep this file short
     "gpu_decode_rate", "gpu_decode_status", "image_pipeline", "image_train_step", "key_id",
     "knob", "kornia_gpu_status", "lance_status", "load_records", "load_tuning",
     "loader_names", "make_augment",
-    "make_loader", "masked_crc", "measure", "measure_audited", "measure_cold",
+    "masked_crc", "measure", "measure_audited", "measure_cold",
     "measure_formats", "media_gpu_status", "nvjpeg_decode", "objectstore_systems", "open_array",
     "open_parquet", "open_tokens", "pack", "pack_images", "packed_vs_alone",
     "page_cache_residency", "plot_bakeoff", "plot_break_even", "plot_clip_costs",
@@ -250,7 +250,7 @@ __all__ = [  # sorted; several names a line keep this file short
     "resize_ahead", "resolve_scale", "resume_trial", "run_bakeoff", "run_benchmark",
     "run_capped", "run_notebooks", "run_objectstore_system", "run_tuning", "runs_dir", "s3_store",
     "sample_workers", "save_tuning", "serve", "shard_bytes_for", "shard_efficiency",
-    "shard_of_bounds", "shard_plan", "shuffle_quality", "shutdown", "simulated_step",
+    "shard_of_bounds", "shard_plan", "shuffle_quality", "simulated_step",
     "skip_collate", "spdl_clips", "spdl_status", "split_by_rank", "stage_breakdown",
     "suggest_loader", "tag_example", "tfdata_measure", "tfdata_status", "thread_pools",
     "timed_gets", "to_device", "token_dtype", "tokens_needed", "torchcodec_status", "torchrun",

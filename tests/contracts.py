@@ -21,19 +21,19 @@ import numpy as np
 
 from labkit.instruments.audits import audit
 from labkit.instruments.resume import default_ids
-from labkit.loading.loaders import shutdown
 
 WORKERS = (0, 1, 2)
 WORLD_SIZES = (1, 2)
 
 
 def epoch_ids(loader: Iterable, ids_of: Callable = default_ids) -> list[int]:
-    """Every id one full pass over ``loader`` yields, in order; shuts the iterator down."""
+    """Every id one full pass over ``loader`` yields, in order; drops the iterator (its
+    workers stop)."""
     it = iter(loader)
     try:
         return [i for batch in it for i in ids_of(batch)]
     finally:
-        shutdown(it)
+        del it
 
 
 def check_exactly_once(make: Callable, expected, *, ids_of: Callable = default_ids,
@@ -86,7 +86,7 @@ def check_lazy_equals_eager(lazy: Iterable, eager: Callable[[int], np.ndarray], 
                                               err_msg=f"sample {i}")
                 n += 1
     finally:
-        shutdown(it)
+        del it
     return n
 
 

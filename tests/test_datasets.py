@@ -20,7 +20,6 @@ from labkit.data import writers as _writers
 from labkit.data.datasets import MemmapBatches, MemmapRows, NpyFilesDataset, open_array
 from labkit.data.fixtures import fixture
 from labkit.errors import DataFormatError
-from labkit.loading.loaders import make_loader, shutdown
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +57,7 @@ def _drain(loader) -> tuple[list[int], dict[int, np.ndarray]]:
                 ids.append(i)
                 first_col[i] = r[0]
     finally:
-        shutdown(it)
+        del it
     return ids, first_col
 
 
@@ -126,7 +125,7 @@ def test_npy_files_equals_eager(samples_fx, samples_reference):
 @pytest.mark.parametrize("num_workers", [0, 2])
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_memmap_rows_exactly_once(array_fx, reference, num_workers, shuffle):
-    loader = make_loader(MemmapRows(array_fx), batch_size=256, num_workers=num_workers,
+    loader = DataLoader(MemmapRows(array_fx), batch_size=256, num_workers=num_workers,
                          shuffle=shuffle, timeout=30)
     ids, first = _drain(loader)
     _assert_exactly_once(ids, range(len(reference)))
@@ -136,7 +135,7 @@ def test_memmap_rows_exactly_once(array_fx, reference, num_workers, shuffle):
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_memmap_batches_exactly_once(array_fx, reference, num_workers):
-    loader = make_loader(MemmapBatches(array_fx, batch_size=500), batch_size=None,
+    loader = DataLoader(MemmapBatches(array_fx, batch_size=500), batch_size=None,
                          num_workers=num_workers, timeout=30)
     ids, first = _drain(loader)
     _assert_exactly_once(ids, range(len(reference)))
@@ -146,7 +145,7 @@ def test_memmap_batches_exactly_once(array_fx, reference, num_workers):
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_npy_files_exactly_once(samples_fx, num_workers):
-    loader = make_loader(NpyFilesDataset(samples_fx), batch_size=128, num_workers=num_workers,
+    loader = DataLoader(NpyFilesDataset(samples_fx), batch_size=128, num_workers=num_workers,
                          shuffle=True, timeout=30)
     ids, first = _drain(loader)
     _assert_exactly_once(ids, range(samples_fx.samples))
@@ -287,7 +286,7 @@ def test_corrupt_sample_file_is_named_when_indexed(samples_copy, damage):
 def test_corrupt_sample_file_surfaces_from_a_worker(samples_copy, live_workers):
     bad = samples_copy / "0000150.npy"
     _truncate(bad, 150)
-    loader = make_loader(NpyFilesDataset(samples_copy), batch_size=64, num_workers=2,
+    loader = DataLoader(NpyFilesDataset(samples_copy), batch_size=64, num_workers=2,
                          timeout=30)
     it = iter(loader)
     try:
@@ -295,7 +294,7 @@ def test_corrupt_sample_file_surfaces_from_a_worker(samples_copy, live_workers):
             for _ in it:
                 pass
     finally:
-        shutdown(it)
+        del it
     msg = str(info.value)
     assert "DataLoader worker" in msg and str(bad) in msg
     assert live_workers() == []

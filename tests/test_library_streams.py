@@ -7,6 +7,7 @@ that changes them is noticed and the chapter text updated).
 
 from __future__ import annotations
 
+from torch.utils.data import DataLoader
 import os
 
 import pytest
@@ -82,7 +83,7 @@ def test_hf_split_by_node_and_workers_exactly_once(pq_files):
     def make(rank, world_size, num_workers):
         ds = split_dataset_by_node(_hf_parquet(pq_files).shuffle(seed=0, buffer_size=100),
                                    rank=rank, world_size=world_size)
-        return lk.make_loader(ds.with_format("torch"), batch_size=512, num_workers=num_workers,
+        return DataLoader(ds.with_format("torch"), batch_size=512, num_workers=num_workers,
                               timeout=60)
 
     # workers 0 and 2, not also 1: each worker imports datasets (~1 s on 2 cores), and 2

@@ -18,7 +18,6 @@ from labkit.instruments import meter
 from labkit.instruments.measurement import Measurement, Pass, compare, rate, wait_fraction
 from labkit.instruments.meter import measure, simulated_step, uniform_batch_size
 from labkit.loading.batch import batch_len, batch_nbytes, make_sizer
-from labkit.loading.loaders import make_loader, shutdown
 
 BATCH = 4
 BATCH_COUNTS = [1, 2, 63, 64, 65, 1000]
@@ -333,7 +332,7 @@ def test_uniform_batch_size():
 
 
 def test_measure_with_workers_leaves_none_behind(live_workers):
-    loader = make_loader(TensorDataset(torch.arange(200)), batch_size=8, num_workers=2,
+    loader = DataLoader(TensorDataset(torch.arange(200)), batch_size=8, num_workers=2,
                          timeout=30)
     assert loader.timeout == 30
     m = measure(loader, repeats=2, warmup=1)
@@ -344,7 +343,7 @@ def test_measure_with_workers_leaves_none_behind(live_workers):
 
 
 def test_measure_with_persistent_workers(live_workers):
-    loader = make_loader(TensorDataset(torch.arange(200)), batch_size=8, num_workers=2,
+    loader = DataLoader(TensorDataset(torch.arange(200)), batch_size=8, num_workers=2,
                          persistent_workers=True, timeout=10)
     try:
         m = measure(loader, repeats=2, warmup=1)
@@ -356,7 +355,7 @@ def test_measure_with_persistent_workers(live_workers):
         assert {p.pid for p in live_workers()} == workers  # the same workers
         assert sum(len(b[0]) for b in loader) == 200  # and a full epoch after that
     finally:
-        shutdown(loader)  # the DataLoader owns its persistent workers
+        del loader  # the DataLoader owns its persistent workers: they stop with it
     assert live_workers() == []
 
 

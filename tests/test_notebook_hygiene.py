@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 import sys
 from pathlib import Path
@@ -86,17 +88,69 @@ def test_anatomy(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_only_labkit_and_taught_libraries(path):
-    """Notebooks use lk's public API plus the libraries they teach, never labkit internals."""
+    """Notebooks use lk's public API (flat names and folder names, each in its ``__all__``)
+    plus the libraries they teach, never labkit internals."""
     import labkit
 
     nb = nbformat.read(path, as_version=4)
     src = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert not re.search(r"from labkit|import labkit\.", src), f"{path.name}: use `lk.`"
-    used = set(re.findall(r"\blk\.([A-Za-z_]\w*)", src)) - {"__version__"}
-    missing = used - set(labkit.__all__)
-    assert not missing, f"{path.name}: lk.{sorted(missing)} not in labkit.__all__"
-    assert "DataLoader(" not in src or "timeout=" in src, \
-        f"{path.name}: a DataLoader with workers must set timeout= (or use lk.make_loader)"
+    missing = set()
+    for name, attr in re.findall(r"\blk\.([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?", src):
+        if name == "__version__":
+            continue
+        folder = getattr(labkit, name, None)
+        if inspect.ismodule(folder) and name in labkit.__all__:
+            if attr and attr not in getattr(folder, "__all__", ()):
+                missing.add(f"{name}.{attr}")
+        elif name not in labkit.__all__:
+            missing.add(name)
+    assert not missing, f"{path.name}: lk.{sorted(missing)} not public"
+
+
+def _loader_calls(source: str):
+    """Every call of a loader class in a cell's code (``DataLoader(``, ``StatefulDataLoader(``,
+    ``wds.WebLoader(``): its line and keyword names, and whether ``**kwargs`` is passed."""
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line
+                     for line in source.splitlines())
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name.endswith("DataLoader") or name == "WebLoader":
+                yield node, {k.arg: k.value for k in node.keywords}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_loader_with_workers_sets_a_timeout(path):
+    """Each DataLoader call that may start workers passes ``timeout=`` in that call (a stuck
+    worker then fails the cell instead of hanging a workshop); ``num_workers`` absent or a
+    literal 0 needs none, a ``**kwargs`` splat is trusted to carry it."""
+    nb = nbformat.read(path, as_version=4)
+    bad = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        for node, kw in _loader_calls(cell.source):
+            if None in kw or "timeout" in kw:  # None: a **kwargs splat
+                continue
+            nw = kw.get("num_workers")
+            if nw is None or (isinstance(nw, ast.Constant) and nw.value == 0):
+                continue
+            bad.append(f"cell {i} line {node.lineno}")
+    assert not bad, f"{path.name}: a DataLoader with workers and no timeout= at {bad}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_chapter_with_workers_types_its_loader(path):
+    """The learner writes the loader: a chapter that turns ``num_workers`` calls a loader
+    class itself (torch's DataLoader, or the library's own: StatefulDataLoader, WebLoader)."""
+    nb = nbformat.read(path, as_version=4)
+    src = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "lk.make_loader" not in src, f"{path.name}: labkit builds no loader"
+    if "num_workers" in src:
+        assert any(True for c in nb.cells if c.cell_type == "code"
+                   for _ in _loader_calls(c.source)), f"{path.name}: no DataLoader( in a cell"
 
 
 if __name__ == "__main__":

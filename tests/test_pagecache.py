@@ -1,5 +1,6 @@
 """Page-cache eviction and the residency probe (chapter 02)."""
 
+from torch.utils.data import DataLoader
 import numpy as np
 import pytest
 
@@ -43,11 +44,10 @@ def test_missing_file_names_it(tmp_path):
 def test_measure_cold_evicts_before_every_pass(ci_fixture):
     from labkit.data.datasets import MemmapBatches
     from labkit.display.plots import plot_rates
-    from labkit.loading.loaders import make_loader
 
     fx = ci_fixture("array")
     npy = fx.file("array.npy")
-    m = measure_cold(lambda: make_loader(MemmapBatches(fx, 512), batch_size=None), npy,
+    m = measure_cold(lambda: DataLoader(MemmapBatches(fx, 512), batch_size=None), npy,
                      repeats=2, name="cold slices")
     assert len(m.passes) == 2 and m.samples == fx.samples
     assert m.config["cache"] == "cold" and 0 <= m.config["resident_after_eviction"] <= 1

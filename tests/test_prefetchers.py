@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from torch.utils.data import DataLoader
 import threading
 import time
 
@@ -9,7 +10,6 @@ import pytest
 import torch
 
 import labkit as lk
-from labkit.loading.loaders import shutdown
 from tests.contracts import check_exactly_once, epoch_ids
 
 
@@ -43,8 +43,8 @@ def test_exactly_once_over_workers_and_ranks():
     def make(rank, world_size, num_workers):
         sampler = torch.utils.data.distributed.DistributedSampler(
             ds, num_replicas=world_size, rank=rank, shuffle=False)
-        return lk.ThreadPrefetcher(lk.make_loader(ds, batch_size=8, num_workers=num_workers,
-                                                  sampler=sampler))
+        return lk.ThreadPrefetcher(DataLoader(ds, batch_size=8, num_workers=num_workers,
+                                                  sampler=sampler, timeout=60))
 
     check_exactly_once(make, 64)
     assert _no_prefetch_thread_left()
@@ -75,7 +75,7 @@ def test_dataloader_worker_error_propagates_and_workers_stop():
                 raise ValueError("sample 5 is bad")
             return i
 
-    loader = lk.make_loader(Bad(), batch_size=2)
+    loader = DataLoader(Bad(), batch_size=2)
     with pytest.raises(ValueError, match="sample 5 is bad"):
         list(lk.ThreadPrefetcher(loader))
     assert _no_prefetch_thread_left()
@@ -93,22 +93,22 @@ def test_early_break_leaves_no_thread():
     for i in p:
         if i == 3:
             break
-    # the abandoned iterator is closed by garbage collection; lk.shutdown does it at once
+    # the abandoned iterator is closed when it is collected; it.close() does it at once
     assert _no_prefetch_thread_left()
     assert len(produced) < 100  # the producer stopped, bounded by depth
 
 
-def test_shutdown_stops_thread_and_loader_workers(live_workers):
+def test_close_stops_thread_and_loader_workers(live_workers):
     ds = lk.WorkDataset(200, ms=1.0, kind="sleep")
-    it = iter(lk.ThreadPrefetcher(lk.make_loader(ds, batch_size=4, num_workers=2)))
+    it = iter(lk.ThreadPrefetcher(DataLoader(ds, batch_size=4, num_workers=2, timeout=60)))
     next(it)
-    shutdown(it)
+    it.close()
     assert _no_prefetch_thread_left()
     assert not live_workers()
 
 
 def test_measure_accepts_a_prefetcher():
-    m = lk.measure(lk.ThreadPrefetcher(lk.make_loader(lk.WorkDataset(64, ms=0.0),
+    m = lk.measure(lk.ThreadPrefetcher(DataLoader(lk.WorkDataset(64, ms=0.0),
                                                       batch_size=8)),
                    step=lk.simulated_step(0.1), repeats=2)
     assert m.samples == 64 and m.passes[0].batches == 8
@@ -136,22 +136,22 @@ def test_cuda_prefetcher_says_plainly_why_it_is_skipped():
 @pytest.mark.gpu  # skipped, with the reason, without CUDA
 def test_cuda_prefetcher_on_gpu_same_batches_in_order():
     ds = lk.WorkDataset(256, ms=0.0)
-    loader = lk.make_loader(ds, batch_size=32, num_workers=2, pin_memory=True)
+    loader = DataLoader(ds, batch_size=32, num_workers=2, pin_memory=True, timeout=60)
     out = [(x, ids) for x, ids in lk.CudaStreamPrefetcher(loader, "cuda")]
     assert all(x.device.type == "cuda" for x, _ in out)
     assert torch.cat([ids.cpu() for _, ids in out]).tolist() == list(range(256))
-    ref = torch.cat([x for x, _ in lk.make_loader(ds, batch_size=32)])
+    ref = torch.cat([x for x, _ in DataLoader(ds, batch_size=32)])
     assert torch.equal(torch.cat([x.cpu() for x, _ in out]), ref)
     assert epoch_ids(lk.CudaStreamPrefetcher(loader)) == list(range(256))
 
 
 def test_a_persistent_worker_loader_survives_many_passes():
     """Ending a pass must not stop persistent workers: the next pass reuses them."""
-    loader = lk.make_loader(list(range(64)), batch_size=8, num_workers=2,
-                            persistent_workers=True)
+    loader = DataLoader(list(range(64)), batch_size=8, num_workers=2,
+                            persistent_workers=True, timeout=60)
     try:
         pf = lk.ThreadPrefetcher(loader)
         assert [sum(len(b) for b in pf) for _ in range(3)] == [64, 64, 64]
         assert lk.measure(pf, repeats=2).samples_per_s > 0
     finally:
-        lk.shutdown(loader)
+        loader = pf = None  # the last references: the persistent workers stop

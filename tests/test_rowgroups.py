@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from torch.utils.data import DataLoader
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -10,7 +11,6 @@ from contracts import check_exactly_once, check_lazy_equals_eager, check_same_or
 from labkit.data.faults import damaged_copy
 from labkit.errors import DataFormatError
 from labkit.instruments.audits import audit
-from labkit.loading.loaders import make_loader
 from labkit.streams.arrays import deliveries
 from labkit.streams.rowgroups import ParquetRowGroups, open_parquet
 
@@ -26,9 +26,9 @@ def _files(fx):
 
 def test_exactly_once_over_ranks_and_workers(pq_fx):
     check_exactly_once(
-        lambda rank, ws, nw: make_loader(ParquetRowGroups(pq_fx, batch_size=300, rank=rank,
+        lambda rank, ws, nw: DataLoader(ParquetRowGroups(pq_fx, batch_size=300, rank=rank,
                                                           world_size=ws),
-                                         batch_size=None, num_workers=nw),
+                                         batch_size=None, num_workers=nw, timeout=60),
         pq_fx.samples)
 
 
@@ -37,8 +37,8 @@ def test_lazy_equals_eager(pq_fx):
     ref = np.stack(table.column("features").to_numpy(zero_copy_only=False))
     ids = table.column("id").to_numpy()
     assert (ids == np.arange(pq_fx.samples)).all()
-    n = check_lazy_equals_eager(make_loader(ParquetRowGroups(pq_fx, seed=1), batch_size=None,
-                                            num_workers=2), lambda i: ref[i])
+    n = check_lazy_equals_eager(DataLoader(ParquetRowGroups(pq_fx, seed=1), batch_size=None,
+                                            num_workers=2, timeout=60), lambda i: ref[i])
     assert n == pq_fx.samples
 
 
@@ -46,24 +46,24 @@ def test_same_seed_same_order(pq_fx):
     def make(seed, epoch):
         ds = ParquetRowGroups(pq_fx, seed=seed)
         ds.set_epoch(epoch)
-        return make_loader(ds, batch_size=None)
+        return DataLoader(ds, batch_size=None)
 
     check_same_order(make)
 
 
 def test_tagged_sources(pq_fx):
-    pairs = deliveries(make_loader(ParquetRowGroups(pq_fx, tag=True), batch_size=None,
-                                   num_workers=2))
+    pairs = deliveries(DataLoader(ParquetRowGroups(pq_fx, tag=True), batch_size=None,
+                                   num_workers=2, timeout=60))
     assert [s for s, _ in pairs] == ["worker0", "worker1"]
     assert audit(pairs, pq_fx.samples).ok
-    main = deliveries(make_loader(ParquetRowGroups(pq_fx, tag=True, rank=1, world_size=2),
+    main = deliveries(DataLoader(ParquetRowGroups(pq_fx, tag=True, rank=1, world_size=2),
                                   batch_size=None))
     assert [s for s, _ in main] == ["rank1/main"]
 
 
 def test_split_none_duplicates(pq_fx):
-    pairs = deliveries(make_loader(ParquetRowGroups(pq_fx, split="none", tag=True),
-                                   batch_size=None, num_workers=2))
+    pairs = deliveries(DataLoader(ParquetRowGroups(pq_fx, split="none", tag=True),
+                                   batch_size=None, num_workers=2, timeout=60))
     assert audit(pairs, pq_fx.samples).duplicates == pq_fx.samples
 
 

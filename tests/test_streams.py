@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from torch.utils.data import DataLoader
 import shutil
 
 import numpy as np
@@ -12,7 +13,6 @@ from contracts import check_exactly_once, check_lazy_equals_eager, check_same_or
 from labkit.data.fixtures import fixture
 from labkit.errors import DataFormatError
 from labkit.instruments.audits import audit
-from labkit.loading.loaders import make_loader
 from labkit.streams.arrays import RowRange, ShardStream, deliveries, range_worker_init
 
 
@@ -33,8 +33,8 @@ def shards_ref(shards_fx):
 
 def test_shard_stream_exactly_once_over_ranks_and_workers(shards_fx):
     check_exactly_once(
-        lambda rank, ws, nw: make_loader(ShardStream(shards_fx, rank=rank, world_size=ws),
-                                         batch_size=64, num_workers=nw),
+        lambda rank, ws, nw: DataLoader(ShardStream(shards_fx, rank=rank, world_size=ws),
+                                         batch_size=64, num_workers=nw, timeout=60),
         shards_fx.samples)
 
 
@@ -42,29 +42,29 @@ def test_shard_stream_exactly_once_over_ranks_and_workers(shards_fx):
 def test_row_range_fixes_exactly_once(array_fx, split):
     init = range_worker_init if split == "init_fn" else None
     check_exactly_once(
-        lambda rank, ws, nw: make_loader(
+        lambda rank, ws, nw: DataLoader(
             RowRange(array_fx, split=split, rank=rank, world_size=ws), batch_size=128,
-            num_workers=nw, worker_init_fn=init if nw else None),
+            num_workers=nw, worker_init_fn=init if nw else None, timeout=60),
         array_fx.samples)
 
 
 def test_the_trap_duplicates_once_per_worker(array_fx):
-    pairs = deliveries(make_loader(RowRange(array_fx, split="none", tag=True), batch_size=256,
-                                   num_workers=2))
+    pairs = deliveries(DataLoader(RowRange(array_fx, split="none", tag=True), batch_size=256,
+                                   num_workers=2, timeout=60))
     a = audit(pairs, array_fx.samples)
     assert [src for src, _ in pairs] == ["worker0", "worker1"]
     assert a.duplicates == array_fx.samples and a.missing == 0
 
 
 def test_shard_stream_lazy_equals_eager(shards_fx, shards_ref):
-    n = check_lazy_equals_eager(make_loader(ShardStream(shards_fx, seed=3), batch_size=100,
-                                            num_workers=2), lambda i: shards_ref[i])
+    n = check_lazy_equals_eager(DataLoader(ShardStream(shards_fx, seed=3), batch_size=100,
+                                            num_workers=2, timeout=60), lambda i: shards_ref[i])
     assert n == shards_fx.samples
 
 
 def test_row_range_lazy_equals_eager(array_fx):
     ref = np.load(array_fx.file("array.npy"))
-    assert check_lazy_equals_eager(make_loader(RowRange(array_fx), batch_size=512),
+    assert check_lazy_equals_eager(DataLoader(RowRange(array_fx), batch_size=512),
                                    lambda i: ref[i]) == array_fx.samples
 
 
@@ -72,15 +72,15 @@ def test_shard_stream_same_seed_same_order(shards_fx):
     def make(seed, epoch):
         ds = ShardStream(shards_fx, seed=seed)
         ds.set_epoch(epoch)
-        return make_loader(ds, batch_size=64, num_workers=2)
+        return DataLoader(ds, batch_size=64, num_workers=2, timeout=60)
 
     check_same_order(make)
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")  # 3 on 2 cores
 def test_fewer_shards_than_workers_leaves_workers_idle(shards_fx):
-    loader = make_loader(ShardStream(shards_fx, shards=[0, 1], tag=True), batch_size=64,
-                         num_workers=3)
+    loader = DataLoader(ShardStream(shards_fx, shards=[0, 1], tag=True), batch_size=64,
+                         num_workers=3, timeout=60)
     pairs = deliveries(loader)
     assert [s for s, _ in pairs] == ["worker0", "worker1"]  # worker2 delivered nothing
     assert audit(pairs, range(0, 2048)).ok
@@ -88,8 +88,8 @@ def test_fewer_shards_than_workers_leaves_workers_idle(shards_fx):
 
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_start_methods(shards_fx, method):
-    loader = make_loader(ShardStream(shards_fx, tag=True), batch_size=256, num_workers=2,
-                         multiprocessing_context=method)
+    loader = DataLoader(ShardStream(shards_fx, tag=True), batch_size=256, num_workers=2,
+                         multiprocessing_context=method, timeout=60)
     assert audit(deliveries(loader), shards_fx.samples).ok
 
 
@@ -127,8 +127,8 @@ def test_wrong_dtype_or_shape_shard_names_the_file(shards_fx, tmp_path):
 
 
 def test_row_range_keeps_its_order(array_fx):
-    check_same_order(lambda seed, epoch: make_loader(RowRange(array_fx), batch_size=512,
-                                                     num_workers=2), shuffles=False)
+    check_same_order(lambda seed, epoch: DataLoader(RowRange(array_fx), batch_size=512,
+                                                     num_workers=2, timeout=60), shuffles=False)
 
 
 def test_bad_arguments(shards_fx, array_fx):
@@ -143,8 +143,8 @@ def test_bad_arguments(shards_fx, array_fx):
 
 
 def test_tagged_batches_carry_the_rank(shards_fx):
-    pairs = deliveries(make_loader(ShardStream(shards_fx, tag=True, rank=1, world_size=2),
-                                   batch_size=64, num_workers=2))
+    pairs = deliveries(DataLoader(ShardStream(shards_fx, tag=True, rank=1, world_size=2),
+                                   batch_size=64, num_workers=2, timeout=60))
     assert [s for s, _ in pairs] == ["rank1/worker0", "rank1/worker1"]
     ids = torch.tensor([i for _, ids in pairs for i in ids])
     assert ids.numel() == shards_fx.samples // 2

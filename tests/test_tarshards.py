@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from torch.utils.data import DataLoader
 import numpy as np
 import pytest
 from contracts import (
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
 
 
 def _loader(stream, num_workers=0, batch_size=32):
-    return lk.make_loader(stream, batch_size=batch_size, num_workers=num_workers, timeout=30)
+    return DataLoader(stream, batch_size=batch_size, num_workers=num_workers, timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ num_workers suggestion (chapter 09)."""
 
 from __future__ import annotations
 
+from torch.utils.data import DataLoader
 import pytest
 
 import labkit as lk
@@ -15,10 +16,10 @@ def test_work_dataset_exactly_once_and_values():
 
     def make(rank, world_size, num_workers):
         s = sampler(ds, num_replicas=world_size, rank=rank, shuffle=False)
-        return lk.make_loader(ds, batch_size=5, num_workers=num_workers, sampler=s)
+        return DataLoader(ds, batch_size=5, num_workers=num_workers, sampler=s, timeout=60)
 
     check_exactly_once(make, 48)
-    n = check_lazy_equals_eager(lk.make_loader(ds, batch_size=7), lambda i: [float(i)] * 4)
+    n = check_lazy_equals_eager(DataLoader(ds, batch_size=7), lambda i: [float(i)] * 4)
     assert n == 48
 
 
@@ -34,7 +35,12 @@ def test_suggest_enough_workers_with_headroom():
     assert s.num_workers == 3 and s.limited_by == "step"  # 25 x 1.2 / 10 = 3.0
     assert s.capacity_ratio == pytest.approx(30 / 25)
     assert s.loader_kwargs() == {"num_workers": 3, "prefetch_factor": 2,
-                                 "persistent_workers": True}
+                                 "persistent_workers": True, "timeout": 60.0}
+    # within torch's rules: no prefetch_factor or persistent workers without workers
+    none = lk.suggest_loader(worker_batches_per_s=100, step_batches_per_s=1, cores=8)
+    assert none.num_workers == 0
+    assert none.loader_kwargs() == {"num_workers": 0, "prefetch_factor": None,
+                                    "persistent_workers": False, "timeout": 60.0}
 
 
 def test_suggest_capped_by_cores_says_so():
@@ -67,6 +73,6 @@ def test_thread_pools_in_this_process_and_in_each_worker():
     here = lk.thread_pools()
     assert here["source"] == "main" and here["torch"] == torch.get_num_threads()
     assert all({"internal_api", "num_threads"} <= set(p) for p in here["pools"])
-    seen = {b["source"]: b["torch"] for b in lk.make_loader(
-        range(4), batch_size=1, num_workers=2, collate_fn=lk.thread_pools)}
+    seen = {b["source"]: b["torch"] for b in DataLoader(
+        range(4), batch_size=1, num_workers=2, collate_fn=lk.thread_pools, timeout=60)}
     assert seen == {"worker0": 1, "worker1": 1}

@@ -17,7 +17,6 @@ from typing import Any
 from ..errors import LabkitError
 from ..instruments.measurement import rate, wait_fraction
 from ..loading.batch import make_sizer
-from ..loading.loaders import shutdown
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +184,7 @@ class DashboardModel:
                     break
                 if self.max_seconds is not None and td - t0 >= self.max_seconds:
                     break
-            seconds = time.perf_counter() - t0  # before shutdown: joining workers is not loading
+            seconds = time.perf_counter() - t0  # before the workers stop: joining them is not loading
             # The last, partial window: only if long enough not to draw a spurious end-of-pass
             # dip, or if it is the only one (so a short run still draws a point).
             if win.batches and (not self.series or seconds - win_start >= self.window_s / 2):
@@ -202,11 +201,8 @@ class DashboardModel:
         finally:
             if seconds is None:
                 seconds = time.perf_counter() - t0
-            try:
-                shutdown(it)
-            except Exception:
-                log.exception("shutting down the loader of run %d failed", n)
-            it = loader = None  # the last references to the iterator and its workers
+            # the last references to the iterator and its loader: torch stops the workers
+            it = loader = None
             row = {"run": n, **cfg, "batches": total.batches, "samples": total.samples,
                    "seconds": seconds, "samples_per_s": rate(total.samples, seconds),
                    "wait_fraction": wait_fraction(total.wait_s, seconds),

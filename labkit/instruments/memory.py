@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..loading.loaders import shutdown, worker_processes
+from ..loading.loaders import worker_processes
 
 
 @dataclass
@@ -87,7 +87,7 @@ def worker_memory(loader, every: int = 4, name: str | None = None) -> WorkerMemo
         if last is None or n != last:
             sample(n)
     finally:
-        shutdown(it)
+        del it  # the last reference: torch stops the workers
     if not out.uss:
         raise ValueError("no worker processes to sample: use num_workers >= 1")
     return out

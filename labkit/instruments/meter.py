@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from ..loading.batch import batch_nbytes, make_sizer
-from ..loading.loaders import end_pass
 from .measurement import Measurement, Pass
 
 
@@ -188,7 +187,8 @@ def _one_pass(
             samples = sizes_first + sum(more)
         del last
     finally:
-        end_pass(it)  # persistent workers outlive the pass: that is what they are measured for
+        # the last reference: torch stops the iterator's workers here, except persistent
+        # ones, which outlive the pass (that is what they are measured for)
         del it
     r = np.asarray(recv)
     e = r if step is None else np.asarray(ends)

@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..loading.loaders import shutdown
 from ..records.checkpoint import observation_name
 from .audits import _ids
 
@@ -140,7 +139,7 @@ def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loade
         out: list[int] = []
         state = None
         for i, stop in enumerate([*breaks, None]):
-            it = None
+            it = loader = None
             try:
                 loader = make()
                 if state is not None:
@@ -159,7 +158,9 @@ def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loade
                 last = (str(e).splitlines() or [""])[-1]  # an empty message has no lines
                 return out, f"{type(e).__name__} after resume {i}: {last[:60]}"
             finally:
-                shutdown(it)
+                # the last references (a StatefulDataLoader keeps its iterator): torch
+                # stops the workers here, stopped mid-epoch or not
+                it = loader = None
         return out, None
 
     stops = tuple(int(s) for s in stops)

@@ -17,7 +17,6 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import LabkitError
-from .loaders import end_pass
 
 _END = object()  # the producer's "no more items" marker
 
@@ -56,7 +55,7 @@ def _produce(iterable: Iterable, q: queue.Queue, stop: threading.Event) -> None:
     except BaseException as e:  # noqa: BLE001 - handed to the consumer, re-raised there
         _put(q, stop, _Raised(e))
     finally:
-        end_pass(it)  # a DataLoader source's workers stop with the pass, unless persistent
+        del it  # a DataLoader source's workers stop with the pass, unless persistent
 
 
 class _ThreadIterator(Iterator):
@@ -88,7 +87,7 @@ class _ThreadIterator(Iterator):
         self._thread.join()
 
     def close(self) -> None:
-        """Stop the producer and wait for it (called by ``lk.shutdown`` and on early exit)."""
+        """Stop the producer and wait for it (on early exit, and when the iterator is collected)."""
         if self._done:
             return
         self._done = True
@@ -113,7 +112,7 @@ class ThreadPrefetcher:
     Re-iterable: each ``iter()`` starts a fresh thread over ``iter(iterable)``, so
     ``lk.measure`` can time it over several passes. Order is preserved, every item comes
     exactly once, an exception in the producer is re-raised in the consumer, and leaving
-    early (``break``, ``lk.shutdown(it)``, garbage collection) stops the thread.
+    early (``break``, ``it.close()``, ``del it``) stops the thread.
     """
 
     def __init__(self, iterable: Iterable, depth: int = 2):
@@ -237,4 +236,4 @@ class CudaStreamPrefetcher:
                 nxt = load()  # starts copying the next batch while the caller computes
                 yield batch
         finally:
-            end_pass(it)
+            del it  # the loader's workers stop here, unless they are persistent

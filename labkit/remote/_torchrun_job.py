@@ -19,9 +19,10 @@ import time
 
 from labkit.data.datasets import MemmapRows
 from labkit.data.fixtures import fixture
-from labkit.loading.loaders import make_loader, shutdown
+from labkit.loading.loaders import WORKER_TIMEOUT_S
 from labkit.remote.launch import PATIENT_S, run_rank
 from labkit.streams.arrays import ShardStream, deliveries
+from torch.utils.data import DataLoader
 
 
 def _ids(batch) -> list[int]:
@@ -39,7 +40,7 @@ def _sampler_epochs(ds, cfg, rank, world, set_epoch: bool) -> list[list[int]]:
         if set_epoch:
             sampler.set_epoch(epoch)
         # no workers here: this part is about the sampler's split and order
-        loader = make_loader(ds, batch_size=cfg["batch_size"], sampler=sampler)
+        loader = DataLoader(ds, batch_size=cfg["batch_size"], sampler=sampler)
         epochs.append([i for b in loader for i in _ids(b)])
     return epochs
 
@@ -51,7 +52,8 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch, hang_group=None) -> dic
     on ``hang_group``, whose short timeout ends the wait the demo shows.
     """
     def batches():
-        return make_loader(stream, batch_size=cfg["batch_size"], num_workers=cfg["num_workers"])
+        return DataLoader(stream, batch_size=cfg["batch_size"], num_workers=cfg["num_workers"],
+                          timeout=WORKER_TIMEOUT_S)
 
     mine = sum(1 for _ in _counting(batches()))  # this rank's batches in one epoch
     counts = torch.tensor([mine, -mine])
@@ -76,7 +78,7 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch, hang_group=None) -> dic
                     done += 1
                     last = time.perf_counter()
             finally:
-                shutdown(it)
+                del it  # the last reference: torch stops this pass's workers
             if policy != "pad":
                 break  # only padding cycles back to the start of this rank's data
     except RuntimeError as e:
@@ -92,7 +94,7 @@ def _counting(loader):
     try:
         yield from it
     finally:
-        shutdown(it)
+        del it
 
 
 def _job(cfg: dict, dist, out: dict) -> None:
@@ -111,8 +113,9 @@ def _job(cfg: dict, dist, out: dict) -> None:
         out["sampler_no_set_epoch"] = _sampler_epochs(rows, cfg, rank, world, False)
         for split in ("rank_worker", "worker"):
             ds = ShardStream(shards_fx, split=split, tag=True)
-            out[split] = deliveries(make_loader(ds, batch_size=cfg["batch_size"],
-                                                   num_workers=cfg["num_workers"]))
+            out[split] = deliveries(DataLoader(ds, batch_size=cfg["batch_size"],
+                                               num_workers=cfg["num_workers"],
+                                               timeout=WORKER_TIMEOUT_S))
         for policy in ("drop", "pad"):
             ds = ShardStream(shards_fx, shards=uneven, tag=True)
             out[f"uneven_{policy}"] = _uneven_steps(ds, cfg, policy, dist, torch)

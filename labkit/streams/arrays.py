@@ -18,7 +18,6 @@ from torch.utils.data import get_worker_info
 from ..data.datasets import open_array
 from ..data.writers import shard_bounds
 from ..errors import DataFormatError
-from ..loading.loaders import shutdown
 from .split import SplitStream
 
 
@@ -139,8 +138,8 @@ class ShardStream(SplitStream):
 def deliveries(loader) -> list[tuple[str, list[int]]]:
     """One epoch of a loader over a ``tag=True`` dataset as ``(source, ids)`` pairs.
 
-    Feed the result to ``lk.audit(pairs, expected)``. The iterator is shut down at the end,
-    so no worker is left behind even if iteration fails.
+    Feed the result to ``lk.audit(pairs, expected)``. The iterator is dropped at the end
+    (``del it``), so its workers stop even if iteration fails.
     """
     out: dict[str, list[int]] = {}
     it = iter(loader)
@@ -156,5 +155,5 @@ def deliveries(loader) -> list[tuple[str, list[int]]]:
             for src, i in zip(srcs, ids, strict=True):
                 out.setdefault(src, []).append(int(i))
     finally:
-        shutdown(it)
+        del it
     return sorted(out.items())

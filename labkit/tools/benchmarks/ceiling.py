@@ -13,10 +13,12 @@ import multiprocessing as mp
 import statistics
 import time
 
+from torch.utils.data import DataLoader
+
 from ...instruments.meter import measure
 from ...instruments.stats import judge
 from ...instruments.tuning import usable_cores
-from ...loading.loaders import make_loader, shutdown
+from ...loading.loaders import WORKER_TIMEOUT_S
 
 
 def _burn(iterations: int) -> None:
@@ -112,9 +114,9 @@ def worker_scaling(dataset, goal: float, num_workers: int | None = None,
     cores = usable_cores()
     n = num_workers or cores
     ideal = min(n, cores)
-    single_loader = make_loader(dataset, batch_size=batch_size)
-    multi_loader = make_loader(dataset, batch_size=batch_size, num_workers=n,
-                               prefetch_factor=4, persistent_workers=True)
+    single_loader = DataLoader(dataset, batch_size=batch_size)
+    multi_loader = DataLoader(dataset, batch_size=batch_size, num_workers=n, prefetch_factor=4,
+                              persistent_workers=True, timeout=WORKER_TIMEOUT_S)
 
     def rate(loader) -> float:
         # the whole pass: the steady rate skips the first batch's wait, during which warm
@@ -135,7 +137,8 @@ def worker_scaling(dataset, goal: float, num_workers: int | None = None,
                 out.append(rate(loader))
         after = available_parallelism(ideal)
     finally:
-        shutdown(multi_loader)
+        # the last references to the loader: its persistent workers stop with it
+        multi_loader = order = loader = None
         torch.set_num_threads(threads)
     result = {"cores": cores, "num_workers": n, "batch_size": batch_size, "rounds": rounds,
               "single_best": max(single), "workers_best": max(multi)}

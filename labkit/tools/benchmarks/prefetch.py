@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from torch.utils.data import DataLoader
+
 from ...instruments.meter import measure, simulated_step
 from ...instruments.stats import judge, overall
 from ...instruments.tuning import WorkDataset, suggest_loader, usable_cores
-from ...loading.loaders import make_loader, shutdown
 from .registry import benchmark
 
 CAPACITY_GOAL = 1.2
@@ -39,7 +40,7 @@ def prefetch(ms_per_sample: float = 2.0, batch_size: int = 32, batches: int = 24
     that floor alone is ~10 % of step time, at 64 ms ~2-4 %.
     """
     ds = WorkDataset(batch_size * batches, ms=ms_per_sample, kind="busy")
-    naive = make_loader(ds, batch_size=batch_size)
+    naive = DataLoader(ds, batch_size=batch_size)
     alone = measure(naive, repeats=repeats, max_batches=max(10, batches // 3), name="naive alone")
     worker_rate = alone.best_samples_per_s / batch_size
     step = simulated_step(1e3 / worker_rate, "sleep")
@@ -51,7 +52,7 @@ def prefetch(ms_per_sample: float = 2.0, batch_size: int = 32, batches: int = 24
 
     step_rate = step_rate_of(step)
     s = suggest_loader(worker_rate, step_rate, cores=usable_cores())
-    tuned = make_loader(ds, batch_size=batch_size, **s.loader_kwargs())
+    tuned = DataLoader(ds, batch_size=batch_size, **s.loader_kwargs())
     try:
         m_capacity = measure(tuned, repeats=repeats, name="tuned alone")
         capacity = m_capacity.best_samples_per_s / batch_size
@@ -62,7 +63,7 @@ def prefetch(ms_per_sample: float = 2.0, batch_size: int = 32, batches: int = 24
             step_rate = step_rate_of(step)
         m_tuned = measure(tuned, step=step, repeats=repeats, name="tuned + step")
     finally:
-        shutdown(tuned)  # persistent workers outlive the passes; stop them now
+        del tuned  # persistent workers live as long as their loader: stop them now
     m_naive = measure(naive, step=step, repeats=max(2, repeats // 2),
                       max_batches=max(8, batches // 2), name="naive + step")
     result = {

@@ -7,7 +7,7 @@ import os
 from ...data.fixtures import fixture
 from ...instruments.stats import judge, overall, paired_trials
 from ...instruments.tuning import usable_cores
-from ...loading.loaders import shutdown, worker_kwargs
+from ...loading.loaders import WORKER_TIMEOUT_S
 from ...scale import resolve_scale
 from .ceiling import available_parallelism, busy_verdict
 from .registry import benchmark
@@ -57,7 +57,7 @@ def _decoding_loader(shards, num_workers: int):
     ds = (wds.WebDataset([str(s) for s in shards], shardshuffle=False, empty_check=False)
           .decode("torchrgb8").to_tuple("jpg", "cls", "npy").batched(32, partial=True))
     return DataLoader(ds, batch_size=None, num_workers=num_workers, persistent_workers=True,
-                      **worker_kwargs(num_workers))
+                      timeout=WORKER_TIMEOUT_S)
 
 
 @benchmark("webdataset", goal=f"no-decode read >= {READ_GOAL}x Python tarfile (ceiling ~1x: "
@@ -107,8 +107,7 @@ def webdataset_bench(scale: str | None = None, pairs: int = 15, worker_pairs: in
         workers = paired_trials(passes(1), passes(2), worker_pairs)
         after = available_parallelism(2)
     finally:
-        for loader in loaders.values():
-            shutdown(loader)
+        loaders.clear()  # the last references: their persistent workers stop
     result = {
         "scale": scale, "samples": n_tar, "shards": len(shards), "pairs": pairs,
         "worker_pairs": worker_pairs, "epochs_per_trial": epochs,
