@@ -3,19 +3,72 @@
 import labkit as lk
 
 
+def _namespaces():
+    """``lk`` and every folder or top-level module with an ``__all__``: ``{prefix: module}``."""
+    import importlib
+    import pkgutil
+
+    out = {"": lk}
+    for info in pkgutil.iter_modules(lk.__path__):
+        if info.name == "cli":  # the console script's entry point, not an API
+            continue
+        mod = importlib.import_module(f"labkit.{info.name}")
+        if hasattr(mod, "__all__"):
+            out[f"{info.name}."] = mod
+    return out
+
+
+def _public():
+    """Every public name as it is written after ``lk.``: ``measure``, ``tokens.pack``."""
+    return {prefix + n: getattr(mod, n) for prefix, mod in _namespaces().items()
+            for n in mod.__all__}
+
+
 def test_all_is_sorted_and_unique():
-    assert lk.__all__ == sorted(lk.__all__)
-    assert len(set(lk.__all__)) == len(lk.__all__)
+    for prefix, mod in _namespaces().items():
+        assert mod.__all__ == sorted(mod.__all__), prefix or "lk"
+        assert len(set(mod.__all__)) == len(mod.__all__), prefix or "lk"
+
+
+def test_flat_lk_is_small():
+    """Flat ``lk.`` holds what three or more chapters use (issue 32: at most 40 names);
+    a chapter's own helpers are reached through its folder (``lk.tokens.pack``)."""
+    assert len(lk.__all__) <= 40, len(lk.__all__)
+
+
+def test_every_public_name_is_used():
+    """A public name that no notebook, CLI command (``labkit/tools``) or contract test
+    (``tests/contracts.py``) uses is not public: delete it, or import it from its module."""
+    import json
+    import re
+    from pathlib import Path
+
+    root = Path(lk.__file__).resolve().parents[1]
+    code = []
+    for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        code += ["".join(c["source"]) for c in json.loads(nb.read_text())["cells"]
+                 if c["cell_type"] == "code"]
+    text = "\n".join(code)
+    tools = "\n".join(p.read_text() for p in (root / "labkit" / "tools").rglob("*.py"))
+    contracts = (root / "tests" / "contracts.py").read_text()
+    unused = []
+    for dotted in _public():
+        name = dotted.rsplit(".", 1)[-1]
+        if not (re.search(rf"\blk\.{re.escape(dotted)}\b", text)
+                or re.search(rf"\b{name}\b", tools) or re.search(rf"\b{name}\b", contracts)):
+            unused.append(dotted)
+    assert not unused, f"public but used by no notebook, CLI or contract test: {unused}"
 
 
 def test_every_exported_name_exists():
-    missing = [n for n in lk.__all__ if not hasattr(lk, n)]
+    missing = [prefix + n for prefix, mod in _namespaces().items() for n in mod.__all__
+               if not hasattr(mod, n)]
     assert not missing
 
 
 def test_public_callables_are_documented():
-    undocumented = [n for n in lk.__all__ if callable(getattr(lk, n))
-                    and not (getattr(lk, n).__doc__ or "").strip()]
+    undocumented = [n for n, obj in _public().items()
+                    if callable(obj) and not (obj.__doc__ or "").strip()]
     assert not undocumented, undocumented
 
 

@@ -146,9 +146,9 @@ def test_helpers_lists_a_chapters_calls_with_file_and_line():
     from labkit.tools.helpers import chapter_helpers, named_chapters
 
     rows = {r["name"]: r for r in chapter_helpers("08")}
-    assert rows["TarShardStream"]["file"] == "labkit/streams/tarshards.py"
+    assert rows["streams.TarShardStream"]["file"] == "labkit/streams/tarshards.py"
     line = MODULES["labkit.streams.tarshards"].read_text().splitlines()[
-        rows["TarShardStream"]["line"] - 1]
+        rows["streams.TarShardStream"]["line"] - 1]
     assert line.startswith("class TarShardStream(")
     assert named_chapters("x (ch. 01-03, 08)") == {"01", "02", "03", "08"}
     assert named_chapters("x (chapter 15 on)") == {"15", "16"}

@@ -1,7 +1,8 @@
 """``labkit helpers NN``: each helper a chapter calls, with its file and line (chapter 00).
 
-Read from the sources with ``ast``, nothing executed: the ``lk.NAME`` attributes in a
-notebook's code cells, and where ``labkit/__init__.py`` imports each ``NAME`` from. The
+Read from the sources with ``ast``, nothing executed: the ``lk.NAME`` and
+``lk.FOLDER.NAME`` attributes in a notebook's code cells, and where ``labkit/__init__.py`` or
+the folder's ``__init__.py`` imports each from. The
 same reading checks that every module's first docstring line names the chapters that call
 it (tests/test_layout.py).
 """
@@ -27,7 +28,9 @@ def _code(line: str) -> str:
 
 
 def notebook_names(path: Path, alias: str = "lk") -> Counter:
-    """How often each ``lk.NAME`` appears in a notebook's code cells."""
+    """How often each ``lk.NAME`` and ``lk.FOLDER.NAME`` (as ``"FOLDER.NAME"``) appears in a
+    notebook's code cells."""
+    folders = _folders()
     names: Counter = Counter()
     for cell in json.loads(Path(path).read_text())["cells"]:
         if cell["cell_type"] != "code":
@@ -38,25 +41,42 @@ def notebook_names(path: Path, alias: str = "lk") -> Counter:
         except SyntaxError as e:
             raise LabkitError(f"{path}: a code cell does not parse ({e})") from None
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id == alias):
+            if not isinstance(node, ast.Attribute):
+                continue
+            inner = node.value
+            if isinstance(inner, ast.Name) and inner.id == alias and node.attr not in folders:
                 names[node.attr] += 1
+            elif (isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name)
+                  and inner.value.id == alias and inner.attr in folders):
+                names[f"{inner.attr}.{node.attr}"] += 1
     return names
 
 
+def _folders() -> set[str]:
+    """The names ``lk.FOLDER`` can take: labkit's subpackages and top-level modules."""
+    return {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
+            if (p.is_dir() and (p / "__init__.py").is_file())
+            or (p.suffix == ".py" and not p.name.startswith("_"))}
+
+
 def public_sites() -> dict[str, tuple[str, Path, int]]:
-    """``{NAME: (module, file, line)}`` for every name ``labkit/__init__.py`` imports."""
+    """``{NAME: (module, file, line)}`` for every name ``labkit/__init__.py`` imports, and
+    ``{"FOLDER.NAME": ...}`` for every name a folder's ``__init__.py`` imports."""
     sites = {}
-    for node in ast.parse((PACKAGE / "__init__.py").read_text()).body:
-        if not (isinstance(node, ast.ImportFrom) and node.level == 1 and node.module):
-            continue
-        module = "labkit." + node.module
-        path = PACKAGE.joinpath(*node.module.split(".")).with_suffix(".py")
-        if not path.is_file():  # `from .media import writers`: a module, not a helper
-            continue
-        defs = _definitions(path)
-        for a in node.names:
-            sites[a.asname or a.name] = (module, path, defs.get(a.name, 1))
+    inits = [("", PACKAGE / "__init__.py")] + [
+        (f"{p.parent.name}.", p) for p in sorted(PACKAGE.glob("*/__init__.py"))]
+    for prefix, init in inits:
+        base = init.parent
+        for node in ast.parse(init.read_text()).body:
+            if not (isinstance(node, ast.ImportFrom) and node.level == 1 and node.module):
+                continue
+            path = base.joinpath(*node.module.split(".")).with_suffix(".py")
+            if not path.is_file():  # `from .media import writers`: a module, not a helper
+                continue
+            module = "labkit." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+            defs = _definitions(path)
+            for a in node.names:
+                sites[prefix + (a.asname or a.name)] = (module, path, defs.get(a.name, 1))
     return sites
 
 
@@ -90,7 +110,7 @@ def chapter_helpers(chapter: str) -> list[dict]:
     rows = []
     for name, uses in notebook_names(chapter_notebook(chapter)).items():
         module, path, line = sites.get(name, ("?", None, 0))
-        where = str(path.relative_to(PACKAGE.parent)) if path else "(not in lk.__all__)"
+        where = str(path.relative_to(PACKAGE.parent)) if path else "(not public)"
         rows.append({"name": name, "uses": uses, "module": module, "file": where,
                      "line": line})
     return sorted(rows, key=lambda r: (r["file"], r["line"], r["name"]))
