@@ -52,16 +52,20 @@ test: setup  ## unit, contract and bad-input tests, then every notebook through 
 
 # Every chapter again with multiprocessing's default start method forced to spawn (macOS,
 # Windows) and to forkserver (Linux from Python 3.14): tests/startmethod/sitecustomize.py.
-# The cell timeout (a hang guard, 120 s in pyproject.toml) is doubled here: every worker and
-# torchrun rank starts a fresh interpreter that imports torch, and on a busy 2-core machine
-# chapter 04's torchrun cell took 65 s quiet under spawn (38 s forked). The session-last test
-# runs after the chapters, as in `make test`: no process and no /dev/shm entry left behind.
+# Two notebooks at a time, as `make test` runs them (one at a time these passes took 1,817 s
+# of a 2,626 s fresh-clone CI run). The cell timeout (a hang guard, 120 s in pyproject.toml)
+# is doubled here: every worker and torchrun rank starts a fresh interpreter that imports
+# torch. The session-last test runs after the chapters, as in `make test`: no process and no
+# /dev/shm entry left behind.
 LEAK_CHECK := tests/test_session_end.py::test_session_leaves_no_process_and_no_shared_memory
-test-start-methods: setup
-	@for m in spawn forkserver; do \
+START_METHODS ?= spawn forkserver
+test-start-methods: setup  ## every chapter under spawn, then forkserver, at ci scale
+	@for m in $(START_METHODS); do \
 	  echo "--- notebooks with the default start method forced to $$m ---"; \
-	  LABKIT_SCALE=ci LABKIT_START_METHOD=$$m PYTHONPATH="$(CURDIR)/tests/startmethod$${PYTHONPATH:+:$$PYTHONPATH}" \
-	    $(BIN)/python -m pytest notebooks $(LEAK_CHECK) -p no:cacheprovider -q --nbval-cell-timeout=240 || exit 1; \
+	  LABKIT_SCALE=ci LABKIT_START_METHOD=$$m \
+	  PYTHONPATH="$(CURDIR)/tests/startmethod$${PYTHONPATH:+:$$PYTHONPATH}" \
+	    $(BIN)/python -m pytest notebooks $(LEAK_CHECK) -n $(TEST_WORKERS) --dist loadfile \
+	      -p no:cacheprovider -q --nbval-cell-timeout=240 || exit 1; \
 	done
 
 bench: setup

@@ -138,7 +138,7 @@ def test_objectstore_benchmark_reports_hidden_latency_ratio():
 
 
 def test_tokens_benchmark_reports_ratio_padding_and_exact_resume(ci_fixture):
-    ci_fixture("tokens"), ci_fixture("corpus")
+    ci_fixture("corpus")
     result = bench.run_benchmark("tokens", scale="ci", batches=4, pairs=2)
     _judged(result, "ratio")
     assert result["sampler"] in result["candidates_best_s"]

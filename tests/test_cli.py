@@ -85,15 +85,15 @@ def test_bench_list_names_meter_overhead():
 
 def test_corrupted_fixture_says_how_to_repair(tmp_path):
     env = {"LABKIT_DATA": str(tmp_path)}
-    assert labkit("fixtures", "tokens", "--scale", "ci", "--no-progress", env=env).returncode == 0
-    target = tmp_path / "ci" / "tokens" / "tokens.bin"
+    assert labkit("fixtures", "array", "--scale", "ci", "--no-progress", env=env).returncode == 0
+    target = tmp_path / "ci" / "array" / "array.npy"
     data = bytearray(target.read_bytes())
     data[100] ^= 0xFF
     target.write_bytes(bytes(data))
-    r = labkit("fixtures", "tokens", "--scale", "ci", env=env)
+    r = labkit("fixtures", "array", "--scale", "ci", env=env)
     assert r.returncode == 2
-    assert "tokens.bin" in r.stderr and "--repair" in r.stderr
-    r = labkit("fixtures", "tokens", "--scale", "ci", "--repair", "--no-progress", env=env)
+    assert "array.npy" in r.stderr and "--repair" in r.stderr
+    r = labkit("fixtures", "array", "--scale", "ci", "--repair", "--no-progress", env=env)
     assert r.returncode == 0 and "repaired" in r.stdout
 
 

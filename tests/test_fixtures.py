@@ -32,7 +32,7 @@ from labkit.data.fixtures import (
 )
 from labkit.errors import FixtureError, ScaleError
 
-PORTABLE = ["array", "sample_files", "array_shards", "tokens", "jsonl"]
+PORTABLE = ["array", "sample_files", "array_shards", "jsonl"]
 # JPEG / Parquet / BPE / H.264 and FLAC (chapter 15): the bytes depend on the encoder version
 ENCODED = ["images", "wds", "parquet", "corpus", "videos", "audio"]
 ALL = PORTABLE + ENCODED
@@ -124,8 +124,6 @@ GOLDEN = {
                   "30be07d90057c53422cbf50a0a835d08"),
     "npy_shards": ({"seed": 13, "dtype": "float32", "features": 8, "samples": 100,
                     "shards": 3}, "36721616b7be5371231748252ce801de"),
-    "tokens": ({"seed": 14, "dtype": "uint16", "vocab": 50257, "tokens": 1000},
-               "8cf98c52f206ec674c2e4c4d6b217640"),
     "jsonl": ({"seed": 15, "classes": 10, "samples": 50, "shards": 2},
               "5bafee17ee25588ad4fbeb774a71e824"),
 }
@@ -155,7 +153,7 @@ def test_portable_writers_match_pinned_digests(kind, tmp_path):
 
 def test_portable_flags():
     assert {k for k, w in _writers.WRITERS.items() if w.portable} == {
-        "array", "npy_files", "npy_shards", "tokens", "jsonl"}
+        "array", "npy_files", "npy_shards", "jsonl"}
 
 
 # -- content --------------------------------------------------------------------------------
@@ -215,14 +213,6 @@ def test_sample_files_content(ci_fixture):
     for i in (0, 1, spec["samples"] // 2, spec["samples"] - 1):
         row = np.load(fx.path / fx.meta["pattern"].format(id=i))
         assert row.shape == (spec["features"],) and row.dtype == np.float32 and row[0] == i
-
-
-def test_tokens_content(ci_fixture):
-    fx = ci_fixture("tokens")
-    spec = _spec("tokens")
-    t = np.fromfile(fx.file("tokens.bin"), dtype=np.uint16)
-    assert len(t) == spec["tokens"] == fx.samples == fx.meta["tokens"]
-    assert t.max() < spec["vocab"] and len(np.unique(t[:10000])) > 5000
 
 
 def test_images_content(ci_fixture):

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
 
 
 def _loader(stream, num_workers=0, batch_size=32):
-    return DataLoader(stream, batch_size=batch_size, num_workers=num_workers, timeout=30)
+    return DataLoader(stream, batch_size=batch_size, num_workers=num_workers, timeout=30 if num_workers else 0)
 
 
 @pytest.fixture(scope="module")

@@ -126,23 +126,6 @@ class NpyShardsWriter(Writer):
                 "shards": shards}, n
 
 
-class TokensWriter(Writer):
-    required = ("seed", "dtype", "vocab", "tokens")
-    def estimate_bytes(self, spec):
-        return spec["tokens"] * np.dtype(spec["dtype"]).itemsize
-
-    def write(self, spec, dest, update):
-        rng = np.random.default_rng(spec["seed"])
-        n, step = spec["tokens"], 1 << 22
-        with open(dest / "tokens.bin", "wb") as f:
-            for start in range(0, n, step):
-                t = rng.integers(0, spec["vocab"], min(step, n - start), dtype=spec["dtype"])
-                f.write(t.tobytes())
-                update(t.nbytes)
-        return {"dtype": spec["dtype"], "tokens": n, "vocab": spec["vocab"],
-                "file": "tokens.bin"}, n
-
-
 def synth_image(seed: int, i: int, size: int, classes: int) -> tuple[np.ndarray, int]:
     """A deterministic RGB image whose colour and stripe frequency depend on its label."""
     rng = np.random.default_rng([seed, i])
@@ -300,7 +283,6 @@ WRITERS: dict[str, Writer] = {
     "array": ArrayWriter(),
     "npy_files": NpyFilesWriter(),
     "npy_shards": NpyShardsWriter(),
-    "tokens": TokensWriter(),
     "jpeg": JpegWriter(),
     "webdataset": WebDatasetWriter(),
     "parquet": ParquetWriter(),

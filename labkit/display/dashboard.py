@@ -8,6 +8,7 @@ controls and a PNG plot to it.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -203,6 +204,8 @@ class DashboardModel:
                 seconds = time.perf_counter() - t0
             # the last references to the iterator and its loader: torch stops the workers
             it = loader = None
+            if status.startswith("error"):
+                gc.collect()  # a re-raised worker error holds the iterator in a reference cycle
             row = {"run": n, **cfg, "batches": total.batches, "samples": total.samples,
                    "seconds": seconds, "samples_per_s": rate(total.samples, seconds),
                    "wait_fraction": wait_fraction(total.wait_s, seconds),

@@ -9,6 +9,7 @@ the contract test ``check_resume`` asserts on it for every resumable dataset.
 
 from __future__ import annotations
 
+import gc
 import pickle
 from collections import Counter
 from collections.abc import Callable
@@ -156,11 +157,17 @@ def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loade
                 if not (record_errors and i > 0):
                     raise
                 last = (str(e).splitlines() or [""])[-1]  # an empty message has no lines
-                return out, f"{type(e).__name__} after resume {i}: {last[:60]}"
+                error = f"{type(e).__name__} after resume {i}: {last[:60]}"
+            else:
+                continue
             finally:
                 # the last references (a StatefulDataLoader keeps its iterator): torch
                 # stops the workers here, stopped mid-epoch or not
                 it = loader = None
+            # An error re-raised from a worker sits in a reference cycle with the frames
+            # that hold torch's iterator: its workers stop only when the cycle is collected.
+            gc.collect()
+            return out, error
         return out, None
 
     stops = tuple(int(s) for s in stops)

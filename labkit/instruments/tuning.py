@@ -94,11 +94,12 @@ class Suggestion:
 
     def loader_kwargs(self) -> dict:
         """The knobs for ``DataLoader(ds, batch_size=..., **suggestion.loader_kwargs())``,
-        within torch's rules (no ``prefetch_factor`` or persistent workers without workers)."""
+        within torch's rules (no ``prefetch_factor``, persistent workers or ``timeout`` without
+        workers)."""
         workers = self.num_workers > 0
         return {"num_workers": self.num_workers,
                 "prefetch_factor": self.prefetch_factor if workers else None,
-                "persistent_workers": workers, "timeout": WORKER_TIMEOUT_S}
+                "persistent_workers": workers, "timeout": WORKER_TIMEOUT_S if workers else 0}
 
 
 def suggest_loader(worker_batches_per_s: float, step_batches_per_s: float, *,

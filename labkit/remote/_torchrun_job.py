@@ -52,8 +52,9 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch, hang_group=None) -> dic
     on ``hang_group``, whose short timeout ends the wait the demo shows.
     """
     def batches():
-        return DataLoader(stream, batch_size=cfg["batch_size"], num_workers=cfg["num_workers"],
-                          timeout=WORKER_TIMEOUT_S)
+        nw = cfg["num_workers"]
+        return DataLoader(stream, batch_size=cfg["batch_size"], num_workers=nw,
+                          timeout=WORKER_TIMEOUT_S if nw > 0 else 0)
 
     mine = sum(1 for _ in _counting(batches()))  # this rank's batches in one epoch
     counts = torch.tensor([mine, -mine])
@@ -113,9 +114,9 @@ def _job(cfg: dict, dist, out: dict) -> None:
         out["sampler_no_set_epoch"] = _sampler_epochs(rows, cfg, rank, world, False)
         for split in ("rank_worker", "worker"):
             ds = ShardStream(shards_fx, split=split, tag=True)
-            out[split] = deliveries(DataLoader(ds, batch_size=cfg["batch_size"],
-                                               num_workers=cfg["num_workers"],
-                                               timeout=WORKER_TIMEOUT_S))
+            nw = cfg["num_workers"]
+            out[split] = deliveries(DataLoader(ds, batch_size=cfg["batch_size"], num_workers=nw,
+                                               timeout=WORKER_TIMEOUT_S if nw > 0 else 0))
         for policy in ("drop", "pad"):
             ds = ShardStream(shards_fx, shards=uneven, tag=True)
             out[f"uneven_{policy}"] = _uneven_steps(ds, cfg, policy, dist, torch)
