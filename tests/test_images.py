@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.data.faults import damage
@@ -52,7 +53,8 @@ def test_exactly_once_every_decoder(images, decoder):
     def make(rank, world_size, num_workers):
         s = torch.utils.data.distributed.DistributedSampler(
             sub, num_replicas=world_size, rank=rank, shuffle=False)
-        return lk.make_loader(sub, batch_size=16, num_workers=num_workers, sampler=s)
+        return DataLoader(sub, batch_size=16, num_workers=num_workers, sampler=s,
+                          timeout=60 if num_workers else 0)  # torch: none without workers
 
     check_exactly_once(make, 64, workers=(0, 2) if decoder != "pil" else (0, 1, 2))
 
@@ -60,7 +62,7 @@ def test_exactly_once_every_decoder(images, decoder):
 def test_lazy_equals_eager(images):
     ds = lk.ImageFolderDataset(images)
     sub = torch.utils.data.Subset(ds, range(40))
-    n = check_lazy_equals_eager(lk.make_loader(sub, batch_size=8, num_workers=2),
+    n = check_lazy_equals_eager(DataLoader(sub, batch_size=8, num_workers=2, timeout=60),
                                 lambda i: lk.decode_jpeg(ds.read(i)).transpose(2, 0, 1),
                                 values_of=lambda b: b["image"])
     assert n == 40
@@ -89,7 +91,7 @@ def test_missing_file_names_it(images, tmp_path):
 def test_corrupt_error_through_workers(images, tmp_path):
     folder = tmp_path / "images"
     lk.damaged_copy(images, folder, "truncate", file="images/0000010.jpg", at=0.2)
-    loader = lk.make_loader(lk.ImageFolderDataset(folder), batch_size=8, num_workers=2)
+    loader = DataLoader(lk.ImageFolderDataset(folder), batch_size=8, num_workers=2, timeout=60)
     with pytest.raises(lk.DataFormatError, match=r"0000010\.jpg"):
         epoch_ids(loader, ids_of=lambda b: b["id"])
 
@@ -100,8 +102,9 @@ def test_skip_and_count(images, tmp_path):
     damage(folder / "images/0000020.jpg", "truncate", at=0.1)  # a second one, same copy
     ds = lk.ImageFolderDataset(folder, on_error="skip")
     for workers in (0, 2):
-        loader = lk.make_loader(ds, batch_size=16, num_workers=workers,
-                                collate_fn=lk.skip_collate)
+        loader = DataLoader(ds, batch_size=16, num_workers=workers,
+                            timeout=60 if workers else 0,  # torch: none without workers
+                            collate_fn=lk.skip_collate)
         ids, skipped = [], 0
         for b in loader:
             skipped += b["skipped"]
@@ -151,8 +154,8 @@ def test_augment_same_output_contract(images, library):
 
 def test_augment_as_transform_through_workers(images):
     ds = lk.ImageFolderDataset(images, transform=lk.make_augment("albumentations", 32))
-    batch = next(iter(lk.make_loader(torch.utils.data.Subset(ds, range(16)), batch_size=8,
-                                     num_workers=1)))
+    batch = next(iter(DataLoader(torch.utils.data.Subset(ds, range(16)), batch_size=8,
+                                 num_workers=1, timeout=60)))
     assert batch["image"].shape == (8, 3, 32, 32)
 
 
@@ -170,7 +173,7 @@ def test_augment_draws_differ_across_workers_and_epochs(images, library):
     ds = torch.utils.data.Subset(
         lk.ImageFolderDataset(images, transform=lk.make_augment(library, 32, seed=0)),
         [0] * 8)  # the same image 8 times: any difference comes from the draws
-    loader = lk.make_loader(ds, batch_size=4, num_workers=2)
+    loader = DataLoader(ds, batch_size=4, num_workers=2, timeout=60)
     epochs = [torch.cat([b["image"] for b in loader]) for _ in range(2)]
     a, b = epochs[0][:4], epochs[0][4:]  # worker 0's batch, worker 1's batch
     assert not torch.equal(a, b), "both workers drew the same augmentations"

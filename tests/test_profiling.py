@@ -6,13 +6,15 @@ import json
 
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 import labkit as lk
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_timeline_has_every_batch_once_from_the_right_worker(num_workers):
-    loader = lk.make_loader(lk.WorkDataset(96, ms=0.2), batch_size=8, num_workers=num_workers)
+    loader = DataLoader(lk.WorkDataset(96, ms=0.2), batch_size=8, num_workers=num_workers,
+                        timeout=60 if num_workers else 0)  # torch: none without workers
     tl = lk.record_timeline(loader, step=lk.simulated_step(1), max_batches=10)
     assert [r["batch"] for r in tl.loop] == list(range(10))
     made = [b["batch"] for b in tl.batches]
@@ -29,7 +31,7 @@ def test_timeline_has_every_batch_once_from_the_right_worker(num_workers):
 
 def test_timeline_of_a_loader_bound_loop_waits_and_of_a_step_bound_one_does_not():
     ds = lk.WorkDataset(200, ms=2.0, kind="sleep")   # 16 ms a batch
-    loader = lk.make_loader(ds, batch_size=8)
+    loader = DataLoader(ds, batch_size=8)
     slow_loader = lk.record_timeline(loader, step=lk.simulated_step(1.6), max_batches=8)
     slow_step = lk.record_timeline(loader, step=lk.simulated_step(160), max_batches=4,
                                    num_workers=2)
@@ -49,12 +51,12 @@ def test_timeline_of_an_iterable_dataset():
         def __iter__(self):
             return (torch.zeros(4) for _ in range(40))
 
-    tl = lk.record_timeline(lk.make_loader(Stream(), batch_size=8), max_batches=10)
+    tl = lk.record_timeline(DataLoader(Stream(), batch_size=8), max_batches=10)
     assert len(tl.loop) == 5 and len(tl.batches) == 5
 
 
 def test_profile_loop_sorts_data_wait_from_the_step(tmp_path):
-    loader = lk.make_loader(lk.WorkDataset(200, ms=3.0, kind="sleep"), batch_size=4)  # 12 ms
+    loader = DataLoader(lk.WorkDataset(200, ms=3.0, kind="sleep"), batch_size=4)  # 12 ms
     s = lk.profile_loop(loader, lk.simulated_step(1.2), wait=1, warmup=1, active=4,
                         trace_dir=tmp_path)
     assert s.path.parent == tmp_path and json.loads(s.path.read_text())["traceEvents"]
@@ -66,7 +68,7 @@ def test_profile_loop_sorts_data_wait_from_the_step(tmp_path):
 
 
 def test_profiler_overhead_is_measured():
-    loader = lk.make_loader(lk.WorkDataset(64, ms=0.0), batch_size=4)
+    loader = DataLoader(lk.WorkDataset(64, ms=0.0), batch_size=4)
     o = lk.profiler_overhead(loader, lk.simulated_step(0.5), batches=8, repeats=1)
     assert o["plain_s"] > 0 and o["profiled_s"] > 0
 
@@ -78,7 +80,7 @@ def test_sample_workers_names_the_worker_hotspot_or_says_why_not():
     sys.path.insert(0, str(Path(__file__).parent))
     import planted_loaders as pl
 
-    loader = lk.make_loader(pl.HeavyDecode(), batch_size=8, num_workers=2)
+    loader = DataLoader(pl.HeavyDecode(), batch_size=8, num_workers=2, timeout=60)
     s = lk.sample_workers(loader, seconds=1)
     ok, why = lk.pyspy_status()
     if ok:
@@ -92,12 +94,39 @@ def test_sample_workers_names_the_worker_hotspot_or_says_why_not():
 
 
 def test_rebuild_loader_keeps_the_batches_and_refuses_other_changes():
-    loader = torch.utils.data.DataLoader(list(range(20)), batch_size=6, drop_last=True)
+    from labkit.profiling.rebuild import WORKER_TIMEOUT_S
+
+    loader = DataLoader(list(range(20)), batch_size=6, drop_last=True)
     copy = lk.rebuild_loader(loader, num_workers=2)
     assert [b.tolist() for b in copy] == [b.tolist() for b in loader]
-    assert copy.timeout > 0
+    assert copy.timeout == WORKER_TIMEOUT_S  # with workers it never waits forever
+    assert copy.prefetch_factor == 2 and not copy.persistent_workers
+    assert lk.rebuild_loader(copy, num_workers=0).prefetch_factor is None  # torch's rule
     with pytest.raises(TypeError, match="batch_size"):
         lk.rebuild_loader(loader, batch_size=3)
+
+
+def test_rebuild_loader_copies_the_public_knobs():
+    def init(worker_id):
+        pass
+
+    def collate(samples):
+        return torch.tensor(samples)
+
+    loader = DataLoader(list(range(20)), batch_size=4, num_workers=1, timeout=300,
+                        prefetch_factor=3, persistent_workers=True, collate_fn=collate,
+                        worker_init_fn=init, multiprocessing_context="fork", drop_last=True)
+    copy = lk.rebuild_loader(loader, num_workers=2)
+    assert (copy.num_workers, copy.timeout, copy.prefetch_factor) == (2, 300, 3)
+    assert copy.persistent_workers and copy.collate_fn is collate
+    assert copy.worker_init_fn is init and copy.batch_sampler is loader.batch_sampler
+    assert copy.multiprocessing_context is loader.multiprocessing_context
+    alone = lk.rebuild_loader(loader, num_workers=0)  # no worker-only knob left behind
+    assert (alone.prefetch_factor, alone.persistent_workers, alone.multiprocessing_context,
+            alone.timeout) == (None, False, None, 0)
+    assert [b.tolist() for b in alone] == [list(range(i, i + 4)) for i in range(0, 20, 4)]
+    sampled = DataLoader(list(range(6)), batch_size=None, sampler=[5, 1, 3])
+    assert [int(x) for x in lk.rebuild_loader(sampled, num_workers=1)] == [5, 1, 3]
 
 
 def test_bench_profiling_runs_tiny():
@@ -112,7 +141,7 @@ def test_close_log_closes_the_file_a_main_process_timeline_kept_open(tmp_path):
 
     from labkit.profiling.timeline import close_log, timed_loader
 
-    stamped = timed_loader(lk.make_loader(lk.WorkDataset(16, ms=0.0), batch_size=8), str(tmp_path))
+    stamped = timed_loader(DataLoader(lk.WorkDataset(16, ms=0.0), batch_size=8), str(tmp_path))
     assert len(list(stamped)) == 2
     fds = set(os.listdir("/proc/self/fd"))
     close_log()

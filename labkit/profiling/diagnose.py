@@ -21,7 +21,7 @@ from pathlib import Path
 from ..instruments.measurement import rate
 from ..instruments.meter import measure, simulated_step
 from ..instruments.tuning import usable_cores
-from ..loading.loaders import shutdown, worker_processes
+from ..loading.loaders import worker_processes
 from ..loading.processes import stop_processes
 from .advice import classify, cpu_available, startup_note, suggest_knobs
 from .diagnosis import DiagnoseError, Diagnosis
@@ -93,7 +93,7 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
         raise DiagnoseError(f"the step must take a positive time in ms, not {step_ms}")
     before = {p.pid for p in worker_processes()}
     cores = cores or usable_cores()
-    built: list = []
+    obj = src = inproc = new = None  # the loaders built here (see the finally below)
     limit = DiagnoseLimit(time_limit_s, target)
     try:
         with limit:
@@ -104,11 +104,11 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
                 raise
             except Exception as e:
                 raise DiagnoseError(f"{target}() raised {type(e).__name__}: {e}") from e
-            built.append(obj)
             if not hasattr(obj, "__iter__"):
                 raise DiagnoseError(f"{target}() returned a {type(obj).__name__}, not a "
                                     "DataLoader or other iterable of batches")
             is_dl = isinstance(obj, DataLoader)
+            nw = obj.num_workers if is_dl else None
             src = obj if is_dl else factory  # a generator can be iterated only once
 
             def run(what, loader, **kw):
@@ -161,16 +161,16 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
             knobs = suggestion["knobs"]
             if knobs and step is not None:
                 limit.phase = "verifying the suggestion"
-                new, how_v = _apply(factory, obj, knobs, rebuild_loader)
+                with warnings.catch_warnings():  # more workers than cores: on purpose
+                    warnings.simplefilter("ignore", UserWarning)
+                    new, how_v = _apply(factory, obj, knobs, rebuild_loader)
+                    # persistent workers are for the epochs after the first: measure one
+                    after = None if new is None else run(
+                        "verifying the suggestion", new, step=step,
+                        warmup=int(bool(knobs.get("persistent_workers"))))
                 if new is None:
                     verified["how"] = how_v
                 else:
-                    built.append(new)
-                    with warnings.catch_warnings():  # more workers than cores: on purpose
-                        warnings.simplefilter("ignore", UserWarning)
-                        # persistent workers are for the epochs after the first: measure one
-                    after = run("verifying the suggestion", new, step=step,
-                                warmup=int(bool(knobs.get("persistent_workers"))))
                     verified = {"done": True, "how": how_v, "knobs": knobs,
                                 "wait_fraction_before": wait,
                                 "wait_fraction_after": after.wait_fraction,
@@ -178,21 +178,21 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
                                 "loop_batches_per_s_after": _loop_batches_per_s(after),
                                 "bound_after": classify(after.wait_fraction,
                                                         _batches_per_s(after), step_bps)}
-                    shutdown(new)
+                    new = None  # the last reference: torch stops its workers
             tl_path = None
             if timeline is not None:
                 limit.phase = "recording the timeline"
                 tl_path = _timeline(obj, is_dl, step, batches, timeline, target)
     finally:
-        for b in built:
-            shutdown(b)
-        built.clear()
+        # drop every reference to the loaders built here: torch stops their workers (a
+        # persistent loader's too); whatever still runs after that is stopped by force
+        obj = src = inproc = new = None  # noqa: F841
         stop_processes([p for p in worker_processes() if p.pid not in before])
         # spawn/forkserver queues keep named semaphores in /dev/shm until they are collected
         gc.collect()
     return Diagnosis(target=target, bound=bound, loader_batches_per_s=loader_bps,
                      step_batches_per_s=step_bps, wait_fraction=wait,
-                     num_workers=obj.num_workers if is_dl else None,
+                     num_workers=nw,
                      one_process_batches_per_s=one, cpu_share=cpu_share,
                      first_batch_s=alone.first_batch_s, hotspots=hs,
                      hotspots_how=how, worker_hotspots=worker_top,

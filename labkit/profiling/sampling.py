@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..display.figures import done, subplots
-from ..loading.loaders import shutdown, worker_processes
+from ..loading.loaders import worker_processes
 from .hotspots import Hotspot, profile_in_process
 from .rebuild import rebuild_loader
 
@@ -169,7 +169,7 @@ def sample_workers(loader, *, seconds: float = 2.0, step=None, rate: int = 100,
             if all(p.poll() is not None for p in procs) or time.monotonic() > deadline:
                 break
     finally:
-        shutdown(it)
+        del it  # the last reference: torch stops the workers (persistent ones stay the loader's)
         for p in procs:
             try:
                 p.wait(timeout=10)

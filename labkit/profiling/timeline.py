@@ -25,7 +25,6 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset, default_collate, get_worker_info
 
 from ..instruments.measurement import wait_fraction
-from ..loading.loaders import shutdown
 from .lanes import draw_lanes
 from .rebuild import rebuild_loader
 
@@ -186,9 +185,11 @@ def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = 
     close_log()
     try:
         timed = timed_loader(loader, log_dir, **knobs)
+        nw = timed.num_workers
         loop: list[dict] = []
         t0 = clock()
         it = iter(timed)
+        del timed  # the iterator is the last reference, persistent workers or not
         try:
             for i in range(max_batches if max_batches is not None else 1 << 62):
                 asked = clock()
@@ -203,11 +204,9 @@ def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = 
                              "done": clock() - t0})
                 del batch
         finally:
-            shutdown(it)
-            shutdown(timed)
-        return Timeline(name=name or f"num_workers={timed.num_workers}",
-                        num_workers=timed.num_workers, batches=_read(log_dir, t0, len(loop)),
-                        loop=loop)
+            del it  # torch stops the workers now: every line they wrote is in its file
+        return Timeline(name=name or f"num_workers={nw}", num_workers=nw,
+                        batches=_read(log_dir, t0, len(loop)), loop=loop)
     finally:
         close_log()
         shutil.rmtree(log_dir, ignore_errors=True)

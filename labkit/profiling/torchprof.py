@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..instruments.measurement import wait_fraction
-from ..loading.loaders import shutdown
 
 #: The prefix torch gives the span of every ``next()`` on a DataLoader iterator.
 DATA_SPAN = "enumerate(DataLoader)"
@@ -114,7 +113,7 @@ def profile_loop(loader, step, *, wait: int = 1, warmup: int = 1, active: int = 
                     step(batch)
                 prof.step()
     finally:
-        shutdown(it)
+        del it  # the last reference: torch stops the workers (persistent ones stay the loader's)
     return read_trace(path, labels=(*labels, "step"))
 
 
@@ -157,7 +156,7 @@ def profiler_overhead(loader, step, batches: int, repeats: int = 2) -> dict:
                     step(next(it))
             return time.perf_counter() - t
         finally:
-            shutdown(it)
+            del it  # torch stops the workers when the last reference goes
 
     runs = [(loop(False), loop(True)) for _ in range(repeats)]
     plain, profiled = min(r[0] for r in runs), min(r[1] for r in runs)

@@ -20,8 +20,8 @@ def load_factory(spec: str):
     """``"module:function"`` or ``"path/to/file.py:function"`` -> the function."""
     module, sep, attr = spec.rpartition(":")
     if not sep or not module or not attr:
-        raise DiagnoseError(f"{spec!r}: expected MODULE:FACTORY, e.g. mypkg.data:make_loader "
-                            "or path/to/train.py:make_loader")
+        raise DiagnoseError(f"{spec!r}: expected MODULE:FACTORY, e.g. mypkg.data:train_loader "
+                            "or path/to/train.py:train_loader")
     if module.endswith(".py") or os.sep in module:
         path = Path(module).resolve()
         if not path.is_file():

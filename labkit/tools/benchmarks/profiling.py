@@ -10,9 +10,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 
+from torch.utils.data import DataLoader
+
 from ...instruments.meter import measure, simulated_step
 from ...instruments.tuning import WorkDataset
-from ...loading.loaders import make_loader, shutdown
+from ...profiling.rebuild import WORKER_TIMEOUT_S
 from ...profiling.timeline import close_log, timed_loader
 from ...profiling.torchprof import profiler_overhead
 from .registry import benchmark
@@ -23,8 +25,8 @@ def profiling_overhead(batches: int = 400, batch_size: int = 32, num_workers: in
                        trials: int = 5) -> dict:
     """Best-of-``trials`` samples/s with and without the timeline's stamps, alternated."""
     ds = WorkDataset(batches * batch_size, ms=0.0)
-    loader = make_loader(ds, batch_size=batch_size, num_workers=num_workers,
-                         persistent_workers=True)
+    loader = DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
+                        timeout=WORKER_TIMEOUT_S, persistent_workers=num_workers > 0)
     log_dir = tempfile.mkdtemp(prefix="labkit-bench-timeline-")
     stamped = timed_loader(loader, log_dir, persistent_workers=True)
     plain, timed = [], []
@@ -33,12 +35,11 @@ def profiling_overhead(batches: int = 400, batch_size: int = 32, num_workers: in
             plain.append(measure(loader, repeats=1, warmup=1).best_samples_per_s)
             timed.append(measure(stamped, repeats=1, warmup=1).best_samples_per_s)
     finally:
-        shutdown(loader)
-        shutdown(stamped)
+        del loader, stamped  # the last references: torch stops their persistent workers
         close_log()
         shutil.rmtree(log_dir, ignore_errors=True)
     over = 1 - max(timed) / max(plain)
-    small = make_loader(WorkDataset(64 * 8, ms=0.0), batch_size=8)
+    small = DataLoader(WorkDataset(64 * 8, ms=0.0), batch_size=8)
     prof = profiler_overhead(small, simulated_step(0.2, "busy"), batches=60, repeats=3)
     return {
         "plain_samples_per_s": round(max(plain)), "timeline_samples_per_s": round(max(timed)),
