@@ -94,7 +94,7 @@ def test_sample_workers_names_the_worker_hotspot_or_says_why_not():
 
 
 def test_rebuild_loader_keeps_the_batches_and_refuses_other_changes():
-    from labkit.profiling.rebuild import WORKER_TIMEOUT_S
+    from labkit.loading.loaders import WORKER_TIMEOUT_S
 
     loader = DataLoader(list(range(20)), batch_size=6, drop_last=True)
     copy = lk.rebuild_loader(loader, num_workers=2)

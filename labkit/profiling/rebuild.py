@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader, IterableDataset
 
-# merge: labkit.loading.loaders defines it there; then `from ..loading.loaders import
-# WORKER_TIMEOUT_S` replaces this line
-#: Seconds a rebuilt loader's worker may take to deliver one batch before DataLoader raises.
-WORKER_TIMEOUT_S = 60.0
+from ..loading.loaders import WORKER_TIMEOUT_S
 
 #: The knobs :func:`rebuild_loader` may change; anything else is kept from the original.
 KNOBS = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")

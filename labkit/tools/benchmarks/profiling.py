@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 from ...instruments.meter import measure, simulated_step
 from ...instruments.tuning import WorkDataset
-from ...profiling.rebuild import WORKER_TIMEOUT_S
+from ...loading.loaders import WORKER_TIMEOUT_S
 from ...profiling.timeline import close_log, timed_loader
 from ...profiling.torchprof import profiler_overhead
 from .registry import benchmark
