@@ -7,11 +7,11 @@ that changes them is noticed and the chapter text updated).
 
 from __future__ import annotations
 
-from torch.utils.data import DataLoader
 import os
 
 import pytest
 from contracts import check_exactly_once, check_resume, check_same_order
+from torch.utils.data import DataLoader
 
 import labkit as lk
 

@@ -1,9 +1,9 @@
 """Per-worker memory sampling and the copy-on-read datasets (chapter 03)."""
 
-from torch.utils.data import DataLoader
 import numpy as np
 import pytest
 from contracts import check_exactly_once, check_lazy_equals_eager
+from torch.utils.data import DataLoader
 
 from labkit.data.copyonread import ArrowRows, NumpyRows, PyObjectRows
 from labkit.display.plots import plot_worker_memory
@@ -27,7 +27,8 @@ def test_contracts(array_fx, cls):
         from torch.utils.data.distributed import DistributedSampler
 
         sampler = DistributedSampler(ds, num_replicas=ws, rank=rank, shuffle=False)
-        return DataLoader(ds, batch_size=50, num_workers=nw, sampler=sampler, timeout=60 if nw else 0)
+        return DataLoader(ds, batch_size=50, num_workers=nw, sampler=sampler,
+                          timeout=60 if nw else 0)
 
     check_exactly_once(make, 1000)
 
@@ -35,7 +36,8 @@ def test_contracts(array_fx, cls):
 def test_worker_memory_samples_every_worker(array_fx):
     ds = NumpyRows(array_fx, rows=2048)
     trace = worker_memory(DataLoader(ds, batch_size=64, num_workers=2,
-                                      multiprocessing_context="fork", timeout=60), every=4, name="np")
+                                     multiprocessing_context="fork", timeout=60),
+                          every=4, name="np")
     assert set(trace.uss) == {"worker0", "worker1"}
     assert len(trace.batches) >= 2 and all(v > 0 for v in trace.pss["worker0"])
     assert set(trace.growth()) == {"worker0", "worker1"}

@@ -1,8 +1,8 @@
 """Page-cache eviction and the residency probe (chapter 02)."""
 
-from torch.utils.data import DataLoader
 import numpy as np
 import pytest
+from torch.utils.data import DataLoader
 
 from labkit.instruments.pagecache import evict_page_cache, measure_cold, page_cache_residency
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from torch.utils.data import DataLoader
 import threading
 import time
 
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 import labkit as lk
 from tests.contracts import check_exactly_once, epoch_ids
@@ -44,7 +44,8 @@ def test_exactly_once_over_workers_and_ranks():
         sampler = torch.utils.data.distributed.DistributedSampler(
             ds, num_replicas=world_size, rank=rank, shuffle=False)
         return lk.ThreadPrefetcher(DataLoader(ds, batch_size=8, num_workers=num_workers,
-                                                  sampler=sampler, timeout=60 if num_workers else 0))
+                                              sampler=sampler,
+                                              timeout=60 if num_workers else 0))
 
     check_exactly_once(make, 64)
     assert _no_prefetch_thread_left()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from torch.utils.data import DataLoader
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from contracts import check_exactly_once, check_lazy_equals_eager, check_same_order
+from torch.utils.data import DataLoader
 
 from labkit.data.faults import damaged_copy
 from labkit.errors import DataFormatError

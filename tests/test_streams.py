@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from torch.utils.data import DataLoader
 import shutil
 
 import numpy as np
 import pytest
 import torch
 from contracts import check_exactly_once, check_lazy_equals_eager, check_same_order, epoch_ids
+from torch.utils.data import DataLoader
 
 from labkit.data.fixtures import fixture
 from labkit.errors import DataFormatError

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from torch.utils.data import DataLoader
 import numpy as np
 import pytest
 from contracts import (
@@ -12,6 +11,7 @@ from contracts import (
     check_same_order,
     epoch_ids,
 )
+from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.errors import DataFormatError
@@ -21,7 +21,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
 
 
 def _loader(stream, num_workers=0, batch_size=32):
-    return DataLoader(stream, batch_size=batch_size, num_workers=num_workers, timeout=30 if num_workers else 0)
+    return DataLoader(stream, batch_size=batch_size, num_workers=num_workers,
+                      timeout=30 if num_workers else 0)
 
 
 @pytest.fixture(scope="module")

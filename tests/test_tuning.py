@@ -3,10 +3,10 @@ num_workers suggestion (chapter 09)."""
 
 from __future__ import annotations
 
-from torch.utils.data import DataLoader
 import dataclasses
 
 import pytest
+from torch.utils.data import DataLoader
 
 import labkit as lk
 from tests.contracts import check_exactly_once, check_lazy_equals_eager
@@ -18,7 +18,8 @@ def test_work_dataset_exactly_once_and_values():
 
     def make(rank, world_size, num_workers):
         s = sampler(ds, num_replicas=world_size, rank=rank, shuffle=False)
-        return DataLoader(ds, batch_size=5, num_workers=num_workers, sampler=s, timeout=60 if num_workers else 0)
+        return DataLoader(ds, batch_size=5, num_workers=num_workers, sampler=s,
+                          timeout=60 if num_workers else 0)
 
     check_exactly_once(make, 48)
     n = check_lazy_equals_eager(DataLoader(ds, batch_size=7), lambda i: [float(i)] * 4)

@@ -185,7 +185,7 @@ class DashboardModel:
                     break
                 if self.max_seconds is not None and td - t0 >= self.max_seconds:
                     break
-            seconds = time.perf_counter() - t0  # before the workers stop: joining them is not loading
+            seconds = time.perf_counter() - t0  # before the workers stop: joining is not loading
             # The last, partial window: only if long enough not to draw a spurious end-of-pass
             # dip, or if it is the only one (so a short run still draws a point).
             if win.batches and (not self.series or seconds - win_start >= self.window_s / 2):

@@ -236,4 +236,4 @@ class CudaStreamPrefetcher:
                 nxt = load()  # starts copying the next batch while the caller computes
                 yield batch
         finally:
-            del it  # the loader's workers stop here, unless they are persistent
+            it = None  # the loader's workers stop here, unless they are persistent

@@ -17,12 +17,13 @@ from __future__ import annotations
 import datetime
 import time
 
+from torch.utils.data import DataLoader
+
 from labkit.data.datasets import MemmapRows
 from labkit.data.fixtures import fixture
 from labkit.loading.loaders import WORKER_TIMEOUT_S
 from labkit.remote.launch import PATIENT_S, run_rank
 from labkit.streams.arrays import ShardStream, deliveries
-from torch.utils.data import DataLoader
 
 
 def _ids(batch) -> list[int]:
