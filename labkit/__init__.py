@@ -117,7 +117,7 @@ from .images.gpu import (
 )
 from .images.packed import PackedImages, pack_images
 from .images.stages import StageBreakdown, stage_breakdown
-from .instruments.audits import Audit, audit, key_id, tag_example, worker_tag
+from .instruments.audits import Audit, audit, deliveries, key_id, tag_example, worker_tag
 from .instruments.measurement import Measurement, compare
 from .instruments.memcap import CappedRun, run_capped
 from .instruments.memory import WorkerMemory, worker_memory
@@ -183,7 +183,7 @@ from .records.machine import environment, format_environment, versions
 from .remote.launch import TorchrunResult, torchrun
 from .remote.server import Fault, serve
 from .scale import SCALES, knob, resolve_scale
-from .streams.arrays import RowRange, ShardStream, deliveries, range_worker_init
+from .streams.arrays import RowRange, ShardStream, range_worker_init
 from .streams.rowgroups import ParquetRowGroups, open_parquet
 from .streams.split import ShardPlan, shard_plan
 from .streams.tarshards import TarShardStream, split_by_rank

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from labkit.instruments.audits import audit
-from labkit.instruments.resume import default_ids
+from labkit.instruments.audits import ids_of as default_ids  # the kit's one reading of ids
 
 WORKERS = (0, 1, 2)
 WORLD_SIZES = (1, 2)

@@ -10,8 +10,7 @@ from torch.utils.data import DataLoader
 
 from labkit.data.faults import damaged_copy
 from labkit.errors import DataFormatError
-from labkit.instruments.audits import audit
-from labkit.streams.arrays import deliveries
+from labkit.instruments.audits import audit, deliveries
 from labkit.streams.rowgroups import ParquetRowGroups, open_parquet
 
 

@@ -12,8 +12,8 @@ from torch.utils.data import DataLoader
 
 from labkit.data.fixtures import fixture
 from labkit.errors import DataFormatError
-from labkit.instruments.audits import audit
-from labkit.streams.arrays import RowRange, ShardStream, deliveries, range_worker_init
+from labkit.instruments.audits import audit, deliveries
+from labkit.streams.arrays import RowRange, ShardStream, range_worker_init
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from ..records.checkpoint import observation_name
 from ..streams.split import current_split
 
 
-def _ids(x) -> list[int]:
+def id_list(x) -> list[int]:
     """Sample ids from an int, a sequence, a numpy array or a tensor."""
     if hasattr(x, "detach"):  # torch tensor, without importing torch
         x = x.detach().cpu().numpy()
@@ -27,6 +27,33 @@ def _ids(x) -> list[int]:
     if isinstance(x, (int, np.integer)):
         return [int(x)]
     return [int(v) for v in x]
+
+
+def ids_of(batch) -> list[int]:
+    """The sample ids of a batch, the kit's one reading: ``batch["id"]`` for a dict, else
+    ``batch[1]`` (a ``(values, ids)`` pair), as a list of ints (chapters 03-16)."""
+    return id_list(batch["id"] if isinstance(batch, dict) else batch[1])
+
+
+def deliveries(loader) -> list[tuple[str, list[int]]]:
+    """One epoch of a loader over a ``tag=True`` dataset as ``(source, ids)`` pairs.
+
+    Feed the result to ``lk.audit(pairs, expected)``. The iterator is dropped at the end
+    (``del it``), so its workers stop even if iteration fails.
+    """
+    out: dict[str, list[int]] = {}
+    it = iter(loader)
+    try:
+        for batch in it:
+            ids = ids_of(batch)
+            srcs = batch["source"]
+            if isinstance(srcs, str):  # one sample, or a batch the dataset made itself
+                srcs = [srcs] * len(ids)
+            for src, i in zip(srcs, ids, strict=True):
+                out.setdefault(src, []).append(i)
+    finally:
+        del it
+    return sorted(out.items())
 
 
 def worker_tag() -> str:
@@ -147,11 +174,12 @@ def audit(deliveries, expected) -> Audit:
         pairs = items if (items and is_pair) else [("all", items)]
     per: dict[str, Counter] = {}
     for src, ids in pairs:
-        per.setdefault(str(src), Counter()).update(_ids(ids))
+        per.setdefault(str(src), Counter()).update(id_list(ids))
     total: Counter = Counter()
     for c in per.values():
         total.update(c)
-    want = set(range(expected)) if isinstance(expected, (int, np.integer)) else set(_ids(expected))
+    whole = isinstance(expected, (int, np.integer))
+    want = set(range(expected)) if whole else set(id_list(expected))
     got = set(total)
     per_source = {
         src: {"samples": sum(c.values()), "unique": len(c),

@@ -16,14 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..records.checkpoint import observation_name
-from .audits import _ids
-
-
-def default_ids(batch) -> list[int]:
-    """Sample ids of a batch: ``batch["id"]`` for a dict, else ``batch[1]``."""
-    if isinstance(batch, dict):
-        return _ids(batch["id"])
-    return _ids(batch[1])
+from .audits import ids_of
 
 
 @dataclass(frozen=True)
@@ -121,7 +114,7 @@ def _load_state(loader, state) -> None:
 
 def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loader",
                  state_of: Callable = _state_of, load_state: Callable = _load_state,
-                 ids_of: Callable = default_ids, record_errors: bool = False) -> ResumeTrial:
+                 ids_of: Callable = ids_of, record_errors: bool = False) -> ResumeTrial:
     """Run an epoch uninterrupted, resumed once, resumed twice; count lost/duplicated samples.
 
     Args:

@@ -21,14 +21,10 @@ from torch.utils.data import DataLoader
 
 from labkit.data.datasets import MemmapRows
 from labkit.data.fixtures import fixture
+from labkit.instruments.audits import deliveries, ids_of
 from labkit.loading.loaders import WORKER_TIMEOUT_S
 from labkit.remote.launch import PATIENT_S, run_rank
-from labkit.streams.arrays import ShardStream, deliveries
-
-
-def _ids(batch) -> list[int]:
-    ids = batch["id"] if isinstance(batch, dict) else batch[1]
-    return [int(i) for i in ids]
+from labkit.streams.arrays import ShardStream
 
 
 def _sampler_epochs(ds, cfg, rank, world, set_epoch: bool) -> list[list[int]]:
@@ -42,7 +38,7 @@ def _sampler_epochs(ds, cfg, rank, world, set_epoch: bool) -> list[list[int]]:
             sampler.set_epoch(epoch)
         # no workers here: this part is about the sampler's split and order
         loader = DataLoader(ds, batch_size=cfg["batch_size"], sampler=sampler)
-        epochs.append([i for b in loader for i in _ids(b)])
+        epochs.append([i for b in loader for i in ids_of(b)])
     return epochs
 
 
@@ -75,7 +71,7 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch, hang_group=None) -> dic
                         break
                     group = hang_group if done >= least else None  # None: the patient group
                     dist.all_reduce(torch.ones(16), group=group)  # the gradient sync
-                    for src, i in zip(batch["source"], _ids(batch), strict=True):
+                    for src, i in zip(batch["source"], ids_of(batch), strict=True):
                         got.setdefault(src, []).append(i)
                     done += 1
                     last = time.perf_counter()

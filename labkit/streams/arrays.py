@@ -6,7 +6,7 @@ N copies of each sample. :class:`RowRange` shows the trap and the two classic fi
 (``get_worker_info`` in ``__iter__``; a ``worker_init_fn`` that narrows each copy);
 :class:`ShardStream` is the scalable one: whole shards assigned per rank x worker.
 Both yield ``(features, id)``, or with ``tag=True`` a dict that also says which
-rank/worker delivered the sample (for :func:`deliveries` and ``lk.audit``).
+rank/worker delivered the sample (for ``lk.deliveries`` and ``lk.audit``).
 """
 
 from __future__ import annotations
@@ -133,27 +133,3 @@ class ShardStream(SplitStream):
                 x = torch.from_numpy(np.array(arr[r]))
                 i = first + int(r)
                 yield {"x": x, "id": i, "source": tag} if self.tag else (x, i)
-
-
-def deliveries(loader) -> list[tuple[str, list[int]]]:
-    """One epoch of a loader over a ``tag=True`` dataset as ``(source, ids)`` pairs.
-
-    Feed the result to ``lk.audit(pairs, expected)``. The iterator is dropped at the end
-    (``del it``), so its workers stop even if iteration fails.
-    """
-    out: dict[str, list[int]] = {}
-    it = iter(loader)
-    try:
-        for batch in it:
-            ids = batch["id"]
-            ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
-            srcs = batch["source"]
-            if isinstance(ids, int):
-                ids = [ids]
-            if isinstance(srcs, str):  # one sample, or a batch the dataset made itself
-                srcs = [srcs] * len(ids)
-            for src, i in zip(srcs, ids, strict=True):
-                out.setdefault(src, []).append(int(i))
-    finally:
-        del it
-    return sorted(out.items())
