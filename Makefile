@@ -3,6 +3,8 @@
 # Both create .venv on first use and install the kit into it. Override on the command line:
 #   SCALE=ci|workshop|full        size of fixtures and sweeps (make lab / make run)
 #   TORCH_INDEX=<wheel index URL>  choose your torch build, e.g. a CUDA one (README, "GPU")
+#   SYSTEM_TORCH=1                 keep the torch your PYTHON already has (any release in
+#                                  pyproject.toml's range): .venv sees its site-packages
 #   PYTHON=python3.12              the interpreter the virtual environment is made from
 
 PYTHON ?= python3
@@ -11,17 +13,21 @@ SCALE ?= workshop
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+SYSTEM_TORCH ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup lab run test test-start-methods bench clean-venv
 
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(if $(SYSTEM_TORCH),--system-site-packages) $(VENV)
 	@# torch first, so nothing else can pull a multi-GB CUDA build onto a machine without a GPU.
 	@# Without nvidia-smi, pip's dry run tells whether the default build would bring CUDA
 	@# libraries; if so, PyTorch's CPU index is used instead.
-	@if [ -n "$(TORCH_INDEX)" ]; then \
+	@if [ -n "$(SYSTEM_TORCH)" ]; then \
+	  $(BIN)/python -c "import torch; print('torch: keeping', torch.__version__, 'from', torch.__file__)" || \
+	  { echo "SYSTEM_TORCH=1, but $(PYTHON) has no torch: install one in pyproject.toml's range, or leave SYSTEM_TORCH out"; exit 1; }; \
+	elif [ -n "$(TORCH_INDEX)" ]; then \
 	  echo "torch: $(TORCH_SPEC) from $(TORCH_INDEX)"; \
 	  $(BIN)/pip install --index-url "$(TORCH_INDEX)" "$(TORCH_SPEC)"; \
 	elif ! command -v nvidia-smi >/dev/null 2>&1 && \
