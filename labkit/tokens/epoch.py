@@ -131,7 +131,8 @@ class TokenBatches:
 
     def __init__(self, corpus: TokenCorpus, context: int, batch_size: int, *, seed: int = 0,
                  epoch: int = 0, num_workers: int = 0, drop_last: bool = False,
-                 timeout: float = WORKER_TIMEOUT_S, rank: int | None = None, world_size: int | None = None):
+                 timeout: float = WORKER_TIMEOUT_S, rank: int | None = None,
+                 world_size: int | None = None):
         self.index = DocumentEpoch(corpus, context, seed, epoch)
         self.batch_size, self.num_workers, self.drop_last = batch_size, num_workers, drop_last
         place = current_split(rank, world_size)  # fails here on a rank outside the world
