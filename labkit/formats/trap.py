@@ -89,7 +89,7 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {last[-1].strip() if last else ''}"[:200]
 
 
-def start_method_of(loader) -> str:
+def _start_method(loader) -> str:
     """The start method ``loader``'s workers get: its ``multiprocessing_context``, else the
     process's default; ``"main"`` without workers (everything runs in this process)."""
     if loader.num_workers == 0:
@@ -107,7 +107,7 @@ def trap_trial(loader, reference: np.ndarray, *, name: str | None = None) -> Tra
     lock fails the trial instead of hanging it. An error is the outcome, not raised.
     """
     name = name or type(loader.dataset).__name__
-    method, workers = start_method_of(loader), loader.num_workers
+    method, workers = _start_method(loader), loader.num_workers
     delivered = wrong = 0
     it = None
     try:
