@@ -12,6 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 import labkit as lk
 
@@ -20,6 +21,13 @@ h5py = pytest.importorskip("h5py", reason="h5py is a dependency of chapter 12")
 tfrecord = pytest.importorskip("tfrecord", reason="tfrecord is a dependency of chapter 12")
 
 N, F = 200, 16
+
+
+def through(ds, method="fork", num_workers=2, batch_size=64):
+    """A trap trial's loader: every sample once, shuffled, through workers started with
+    ``method``; the timeout turns a worker stuck on an inherited lock into an error."""
+    return DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                      timeout=30, multiprocessing_context=method)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +53,11 @@ def test_every_format_gives_back_the_source_bytes(rows, stored):
 
 
 def test_table_measures_every_format(rows, stored):
-    table = lk.measure_formats(list(stored.values())[:3], num_workers=1, batch_size=50,
+    def loader_for(ds, num_workers=0, shuffle=False):
+        return DataLoader(ds, batch_size=50, shuffle=shuffle, num_workers=num_workers,
+                          timeout=60 if num_workers > 0 else 0)
+
+    table = lk.measure_formats(list(stored.values())[:3], loader_for, num_workers=1,
                                repeats=1, warmup=0, max_batches=2, reference=rows)
     text = lk.format_formats(table)
     assert all(r.random[0].samples > 0 and r.random[1].samples > 0 for r in table)
@@ -66,7 +78,7 @@ def test_lazy_readers_pickle_without_their_handle(stored, name):
 def test_lazy_readers_after_the_parent_read_work_in_forked_workers(rows, stored, name):
     ds = stored[name].make()
     ds[0]
-    out = lk.trap_trial(ds, rows, start_method="fork", num_workers=2, batch_size=32)
+    out = lk.trap_trial(through(ds, batch_size=32), rows)
     assert (out.outcome, out.delivered, out.wrong) == ("ok", N, 0), out.line()
 
 
@@ -76,10 +88,9 @@ def test_the_trap_forked_lmdb_environment_fails_here(rows, stored, tmp_path):
     (h5py read-only happens to read right here; the chapter states that, not a guarantee.)
     """
     path = shutil.copytree(stored["LMDB"].path, tmp_path / "eager.lmdb")
-    out = lk.trap_trial(lk.EagerLmdbRows(path), rows, start_method="fork", num_workers=2)
+    out = lk.trap_trial(through(lk.EagerLmdbRows(path)), rows)
     assert out.outcome != "wrong data", out.line()
-    hdf5 = lk.trap_trial(lk.EagerHdf5Rows(stored["HDF5 contiguous"].path), rows,
-                         start_method="fork", num_workers=2)
+    hdf5 = lk.trap_trial(through(lk.EagerHdf5Rows(stored["HDF5 contiguous"].path)), rows)
     assert hdf5.outcome in ("ok", "error"), hdf5.line()  # never silently wrong here
 
 
@@ -87,14 +98,14 @@ def test_the_trap_forked_lmdb_environment_fails_here(rows, stored, tmp_path):
 def test_eager_datasets_cannot_go_to_spawned_workers(rows, stored, tmp_path):
     path = shutil.copytree(stored["LMDB"].path, tmp_path / "eager.lmdb")
     for ds in (lk.EagerLmdbRows(path), lk.EagerHdf5Rows(stored["HDF5 contiguous"].path)):
-        out = lk.trap_trial(ds, rows, start_method="spawn", num_workers=1)
+        out = lk.trap_trial(through(ds, "spawn", num_workers=1), rows)
         assert out.outcome == "error" and "pickle" in out.error, out.line()
 
 
 @pytest.mark.slow
 def test_lazy_readers_work_in_spawned_workers(rows, stored):
     for name in ("LMDB", "HDF5 chunked + gzip"):
-        out = lk.trap_trial(stored[name].make(), rows, start_method="spawn", num_workers=1)
+        out = lk.trap_trial(through(stored[name].make(), "spawn", num_workers=1), rows)
         assert out.outcome == "ok" and out.delivered == N, out.line()
 
 
@@ -105,7 +116,7 @@ def test_tfrecord_without_an_index_duplicates_across_workers(rows, stored):
 
     def ids(index):
         ds = TFRecordDataset(path, index, {"id": "int"})
-        loader = lk.make_loader(ds, batch_size=32, num_workers=2)
+        loader = DataLoader(ds, batch_size=32, num_workers=2, timeout=60)
         return torch.cat([b["id"].reshape(-1) for b in loader])
 
     assert lk.audit(ids(None), N).duplicates == N
@@ -327,7 +338,7 @@ def test_one_tensor_files_read_back_fork_and_pickle(rows, tmp_path):
         assert lk.read_back(f) == (N, want), f.name
         ds = f.make()
         ds[0]  # the parent reads first
-        assert lk.trap_trial(ds, rows, start_method="fork").outcome == "ok", f.name
+        assert lk.trap_trial(through(ds), rows).outcome == "ok", f.name
         assert pickle.loads(pickle.dumps(ds)).path == ds.path
 
 
@@ -415,7 +426,7 @@ def test_array_record_rows_fork_and_refuse_a_damaged_file(rows, tmp_path):
     lk.write_array_record(p, rows)
     ds = lk.ArrayRecordRows(p)
     ds[0]  # the parent reads first
-    assert lk.trap_trial(ds, rows, start_method="fork").outcome == "ok"
+    assert lk.trap_trial(through(ds), rows).outcome == "ok"
     short = lk.damaged_copy(p, tmp_path / "short.array_record", "truncate")
     with pytest.raises(lk.DataFormatError, match="short.array_record"):
         lk.ArrayRecordRows(short)

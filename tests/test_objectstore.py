@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import psutil
 import pytest
+from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.errors import DataFormatError
@@ -60,7 +61,7 @@ def test_every_sample_once_in_order_and_rows_intact(store, shards):
 @pytest.mark.parametrize("in_flight", [1, 4])
 def test_workers_and_in_flight_split_exactly_once(store, shards, in_flight):
     ds = S3ShardStream(store.endpoint_url, shards, in_flight=in_flight, seed=3)
-    loader = lk.make_loader(ds, batch_size=8, num_workers=2)
+    loader = DataLoader(ds, batch_size=8, num_workers=2, timeout=60)
     a = lk.audit([("w", ids) for _, ids in loader], len(ROWS))
     assert a.ok, a.table()
 

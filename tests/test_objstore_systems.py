@@ -100,7 +100,7 @@ def test_the_bakeoff_mosaic_row_leaves_no_shared_memory(workers, ci_fixture, tmp
     loader = get_adapter("MosaicML Streaming").build(data, 32, workers, "pil")
     for _ in range(2):   # re-iterable, each pass every sample once
         assert sorted(i for b in loader for i in b["id"].tolist()) == list(range(96))
-    lk.shutdown(loader)
+    loader.close()   # stops its workers and removes the shared memory its dataset made
     assert shm_since.left() == [], "shared memory left behind"
     assert own_tmp.left() == [], "Mosaic's lock files left in the temp folder"
 

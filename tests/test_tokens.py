@@ -152,6 +152,17 @@ def test_epoch_is_exactly_once_and_seeded(tmp_path):
     assert not np.array_equal(other.doc_order, ix.doc_order)
 
 
+def test_stopping_mid_epoch_stops_the_workers_now(tmp_path, live_workers):
+    """A consumer that stops early closes the generator: its DataLoader's workers end then."""
+    tc = toy_corpus(tmp_path)
+    before = {p.pid for p in live_workers()}
+    batches = iter(lk.TokenBatches(tc, 16, 2, num_workers=2, timeout=30))
+    next(batches)
+    assert len([p for p in live_workers() if p.pid not in before]) == 2
+    batches.close()
+    assert [p for p in live_workers() if p.pid not in before] == []
+
+
 def test_resume_exact_across_worker_counts(tmp_path):
     tc = toy_corpus(tmp_path, lengths=tuple(range(3, 200, 7)))
     workers = itertools.cycle([2, 0, 1])

@@ -2,8 +2,9 @@
 
 :func:`write_formats` writes the same rows as a file per sample, one ``.npy``, LMDB, HDF5
 (contiguous, chunked, chunked + gzip), TFRecord with its index and ``torch.save`` per sample;
-:func:`measure_formats` times each reader (random access with 0 and N workers, sequential)
-and :func:`format_formats` prints the table. The last columns are facts, with reasons.
+:func:`measure_formats` times each reader through the chapter's own loaders (random access
+with 0 and N workers, sequential) and :func:`format_formats` prints the table. The last
+columns are facts, with reasons.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from torch.utils.data import DataLoader
 
 from ..data.datasets import MemmapRows, NpyFilesDataset
 from ..data.fixtures import source_files
 from ..instruments.measurement import Measurement
 from ..instruments.meter import measure
-from ..loading.loaders import make_loader
 from .hdf5rows import Hdf5Rows, write_hdf5
 from .lmdbrows import LmdbRows, write_lmdb
 from .moreformats import (
@@ -44,6 +45,9 @@ from .tensorfiles import TensorFiles, write_tensor_files
 from .tfrecords import TFRecordRows, index_path, write_tfrecord
 from .trap import trap_trial
 
+#: Seconds a worker may take over one batch before the DataLoader raises (merge: this is
+#: ``labkit.loading.loaders.WORKER_TIMEOUT_S``; import it from there once it exists).
+WORKER_TIMEOUT_S = 60.0
 _ONE_GET = "poor: one request per sample (latency x samples)"
 #: Facts per format family: (resume support, object-store friendly), each with its reason.
 FACTS = {
@@ -218,35 +222,40 @@ def spawn_ready(ds) -> str:
     return "pickles" if same else "pickles, reads differ"
 
 
-def measure_formats(formats: list[StoredFormat], *, num_workers: int = 2,
-                    batch_size: int = 64, repeats: int = 3, warmup: int = 1,
-                    max_batches: int | None = None,
+def measure_formats(formats: list[StoredFormat], loader_for: Callable, *, num_workers: int = 2,
+                    repeats: int = 3, warmup: int = 1, max_batches: int | None = None,
                     reference: np.ndarray | None = None) -> list[FormatRow]:
     """Random access with 0 and ``num_workers`` workers, and sequential, for each format.
 
+    ``loader_for(dataset, num_workers=..., shuffle=...)`` is the caller's DataLoader factory
+    (chapter 12 writes it); each format's reader is measured through the loaders it returns:
+    ``shuffle=True`` for random access, ``shuffle=False, num_workers=0`` for sequential.
+
     With ``reference`` (the rows that were written), each reader is also run once through
     ``num_workers`` forked workers after the parent read through it, every row compared
-    (:func:`~labkit.trap_trial`), and checked to pickle (:func:`spawn_ready`). A format that
-    is not ``fork_safe`` is measured in the main process only (no forked workers).
+    (:func:`~labkit.trap_trial`, in batches of the factory's batch size), and checked to
+    pickle (:func:`spawn_ready`). A format that is not ``fork_safe`` is measured in the main
+    process only (no forked workers).
     """
     rows = []
     for fmt in formats:
         ds = fmt.make()
         kw = {"repeats": repeats, "warmup": warmup, "max_batches": max_batches}
-        random = {nw: measure(make_loader(ds, batch_size=batch_size, shuffle=True,
-                                          num_workers=nw),
+        random = {nw: measure(loader_for(ds, num_workers=nw, shuffle=True),
                               name=f"{fmt.name}, random, {nw} workers", **kw)
                   for nw in sorted({0, num_workers if fmt.fork_safe else 0})}
-        seq = measure(make_loader(ds, batch_size=batch_size),
-                      name=f"{fmt.name}, sequential", **kw)
+        sequential = loader_for(ds, num_workers=0, shuffle=False)
+        seq = measure(sequential, name=f"{fmt.name}, sequential", **kw)
         row = FormatRow(fmt, open_cost(fmt), random, seq)
         if not fmt.fork_safe:
             row.fork = "not run"
         if reference is not None:
             ds[0]  # the parent reads first, as a notebook does
-            if fmt.fork_safe:
-                row.fork = trap_trial(ds, reference, start_method="fork", num_workers=num_workers,
-                                      batch_size=batch_size).outcome
+            if fmt.fork_safe and num_workers > 0:
+                forked = DataLoader(ds, batch_size=sequential.batch_size, shuffle=True,
+                                    num_workers=num_workers, timeout=WORKER_TIMEOUT_S,
+                                    multiprocessing_context="fork")
+                row.fork = trap_trial(forked, reference).outcome
             row.spawn = spawn_ready(ds)
         rows.append(row)
     return rows

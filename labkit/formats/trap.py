@@ -2,21 +2,22 @@
 
 :class:`EagerLmdbRows` and :class:`EagerHdf5Rows` do what many tutorials do: open the
 environment or file in ``__init__`` and read through that handle in ``__getitem__``. Forked
-workers inherit the handle; spawned workers need it pickled. :func:`trap_trial` runs a
-dataset through workers under a start method and reports what actually happened: an error
-(its first line), wrong data (rows that differ from the source), or every row right.
+workers inherit the handle; spawned workers need it pickled. :func:`trap_trial` reads every
+sample through the chapter's own DataLoader (its workers, its start method) and reports what
+actually happened: an error (its first line), wrong data (rows that differ from the
+source), or every row right.
 """
 
 from __future__ import annotations
 
 import gc
+import multiprocessing
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ..loading.loaders import make_loader, shutdown
 from .lmdbrows import sample_key
 
 
@@ -88,15 +89,26 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {last[-1].strip() if last else ''}"[:200]
 
 
-def trap_trial(dataset, reference: np.ndarray, *, start_method: str = "fork",
-               num_workers: int = 2, batch_size: int = 64, timeout: float = 30.0,
-               name: str | None = None) -> TrapOutcome:
-    """Read every sample of ``dataset`` through ``num_workers`` workers started with
-    ``start_method``, and compare each row with ``reference[id]``."""
-    name = name or type(dataset).__name__
+def _start_method(loader) -> str:
+    """The start method ``loader``'s workers get: its ``multiprocessing_context``, else the
+    process's default; ``"main"`` without workers (everything runs in this process)."""
+    if loader.num_workers == 0:
+        return "main"
+    ctx = loader.multiprocessing_context
+    return ctx.get_start_method() if ctx is not None else multiprocessing.get_start_method()
+
+
+def trap_trial(loader, reference: np.ndarray, *, name: str | None = None) -> TrapOutcome:
+    """Read every sample through ``loader`` and compare each row with ``reference[id]``.
+
+    ``loader`` is a DataLoader over a dataset of ``(row, id)`` samples, built by the caller
+    with the workers and start method on trial (e.g. ``num_workers=2,
+    multiprocessing_context="fork"``) and a ``timeout=``, so a worker stuck on an inherited
+    lock fails the trial instead of hanging it. An error is the outcome, not raised.
+    """
+    name = name or type(loader.dataset).__name__
+    method, workers = _start_method(loader), loader.num_workers
     delivered = wrong = 0
-    loader = make_loader(dataset, batch_size=batch_size, num_workers=num_workers,
-                         shuffle=True, timeout=timeout, multiprocessing_context=start_method)
     it = None
     try:
         it = iter(loader)
@@ -105,13 +117,11 @@ def trap_trial(dataset, reference: np.ndarray, *, start_method: str = "fork",
             wrong += int((x != want).any(dim=1).sum())
             delivered += len(ids)
     except Exception as e:  # the trap's outcome is the lesson: report it, do not raise
-        outcome = TrapOutcome(name, start_method, num_workers, "error", delivered, wrong,
-                              _first_line(e))
+        outcome = TrapOutcome(name, method, workers, "error", delivered, wrong, _first_line(e))
     else:
-        outcome = TrapOutcome(name, start_method, num_workers,
-                              "wrong data" if wrong else "ok", delivered, wrong)
+        outcome = TrapOutcome(name, method, workers, "wrong data" if wrong else "ok",
+                              delivered, wrong)
     finally:
-        shutdown(it)
-        del it, loader
-        gc.collect()  # no half-dead iterator left for a later fork to inherit
+        del it  # the iterator's last reference: torch stops its workers (after an error too)
+        gc.collect()  # no half-dead iterator left (in a traceback) for a later fork to inherit
     return outcome

@@ -23,10 +23,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.utils.data import DataLoader
 
-from ..loading.loaders import make_loader
 from ..streams.split import current_split
 from .corpus import TokenCorpus
+
+#: Seconds a worker may take over one batch before the DataLoader raises (merge: this is
+#: ``labkit.loading.loaders.WORKER_TIMEOUT_S``; import it from there once it exists).
+WORKER_TIMEOUT_S = 60.0
 
 
 class DocumentEpoch:
@@ -127,7 +131,8 @@ class TokenBatches:
 
     def __init__(self, corpus: TokenCorpus, context: int, batch_size: int, *, seed: int = 0,
                  epoch: int = 0, num_workers: int = 0, drop_last: bool = False,
-                 timeout: float = 60, rank: int | None = None, world_size: int | None = None):
+                 timeout: float = WORKER_TIMEOUT_S, rank: int | None = None,
+                 world_size: int | None = None):
         self.index = DocumentEpoch(corpus, context, seed, epoch)
         self.batch_size, self.num_workers, self.drop_last = batch_size, num_workers, drop_last
         place = current_split(rank, world_size)  # fails here on a rank outside the world
@@ -139,13 +144,19 @@ class TokenBatches:
         start = self.samples_processed
         ds = _Batches(self.index, start, self.batch_size, self.drop_last, self.rank,
                       self.world_size)
-        loader = make_loader(ds, batch_size=None, num_workers=self.num_workers,
-                             timeout=self.timeout)
+        # batch_size=None: each worker yields whole batches; timeout: a stuck worker raises
+        # (torch refuses a timeout without workers: the main process cannot time itself)
+        loader = DataLoader(ds, batch_size=None, num_workers=self.num_workers,
+                            timeout=self.timeout if self.num_workers > 0 else 0)
         step = self.batch_size * self.world_size
-        for s, batch in enumerate(loader, 1):  # counted here, in the training process
-            # every rank finished global step s with this batch: one counter for all of them
-            self.samples_processed = min(start + s * step, self.index.samples)
-            yield batch
+        it = iter(loader)
+        try:
+            for s, batch in enumerate(it, 1):  # counted here, in the training process
+                # every rank finished global step s with this batch: one counter for all
+                self.samples_processed = min(start + s * step, self.index.samples)
+                yield batch
+        finally:  # also when the consumer stops mid-epoch (close(), or the generator dropped)
+            del it  # the iterator's last reference: torch stops its workers now
         self.samples_processed = 0  # a finished epoch: the next iteration starts it again
 
     def state_dict(self) -> dict:

@@ -11,25 +11,32 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from torch.utils.data import DataLoader
 
 from ...data.datasets import MemmapRows, open_array
 from ...data.fixtures import fixture
 from ...formats.hdf5rows import Hdf5Rows, write_hdf5
 from ...formats.lmdbrows import LmdbRows, write_lmdb
 from ...instruments.meter import measure
-from ...loading.loaders import make_loader
 from ...records.machine import versions
 from ...scale import resolve_scale
 from .registry import benchmark
 
+#: Seconds a worker may take over one batch before the DataLoader raises (merge: this is
+#: ``labkit.loading.loaders.WORKER_TIMEOUT_S``; import it from there once it exists).
+WORKER_TIMEOUT_S = 60.0
 #: Rows read per scale (the first rows of the ``array`` fixture).
 ROWS = {"ci": 2048, "workshop": 50_000, "full": 500_000}
 
 
 def _best(ds, num_workers: int, batch_size: int, trials: int) -> float:
-    loader = make_loader(ds, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                         persistent_workers=num_workers > 0)
-    m = measure(loader, repeats=trials, warmup=1)
+    loader = DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                        persistent_workers=num_workers > 0,
+                        timeout=WORKER_TIMEOUT_S if num_workers > 0 else 0)
+    try:
+        m = measure(loader, repeats=trials, warmup=1)
+    finally:
+        del loader  # persistent workers live as long as their DataLoader: this stops them
     return max(p.samples_per_s for p in m.passes)
 
 
