@@ -24,6 +24,7 @@ from ..data.datasets import MemmapRows, NpyFilesDataset
 from ..data.fixtures import source_files
 from ..instruments.measurement import Measurement
 from ..instruments.meter import measure
+from ..loading.loaders import WORKER_TIMEOUT_S
 from .hdf5rows import Hdf5Rows, write_hdf5
 from .lmdbrows import LmdbRows, write_lmdb
 from .moreformats import (
@@ -45,9 +46,6 @@ from .tensorfiles import TensorFiles, write_tensor_files
 from .tfrecords import TFRecordRows, index_path, write_tfrecord
 from .trap import trap_trial
 
-#: Seconds a worker may take over one batch before the DataLoader raises (merge: this is
-#: ``labkit.loading.loaders.WORKER_TIMEOUT_S``; import it from there once it exists).
-WORKER_TIMEOUT_S = 60.0
 _ONE_GET = "poor: one request per sample (latency x samples)"
 #: Facts per format family: (resume support, object-store friendly), each with its reason.
 FACTS = {

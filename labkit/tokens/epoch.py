@@ -25,12 +25,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from ..loading.loaders import WORKER_TIMEOUT_S
 from ..streams.split import current_split
 from .corpus import TokenCorpus
-
-#: Seconds a worker may take over one batch before the DataLoader raises (merge: this is
-#: ``labkit.loading.loaders.WORKER_TIMEOUT_S``; import it from there once it exists).
-WORKER_TIMEOUT_S = 60.0
 
 
 class DocumentEpoch:

@@ -18,13 +18,11 @@ from ...data.fixtures import fixture
 from ...formats.hdf5rows import Hdf5Rows, write_hdf5
 from ...formats.lmdbrows import LmdbRows, write_lmdb
 from ...instruments.meter import measure
+from ...loading.loaders import WORKER_TIMEOUT_S
 from ...records.machine import versions
 from ...scale import resolve_scale
 from .registry import benchmark
 
-#: Seconds a worker may take over one batch before the DataLoader raises (merge: this is
-#: ``labkit.loading.loaders.WORKER_TIMEOUT_S``; import it from there once it exists).
-WORKER_TIMEOUT_S = 60.0
 #: Rows read per scale (the first rows of the ``array`` fixture).
 ROWS = {"ci": 2048, "workshop": 50_000, "full": 500_000}
 
