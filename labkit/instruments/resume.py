@@ -112,6 +112,54 @@ def _load_state(loader, state) -> None:
     loader.load_state_dict(state)
 
 
+def resumed_ids(make: Callable[[], object], breaks=(), *, state_of: Callable = _state_of,
+                load_state: Callable = _load_state, ids_of: Callable = ids_of,
+                record_errors: bool = False, drain: bool = False) -> tuple[list[int], str | None]:
+    """One way through an epoch, stopped after each of ``breaks`` batches and resumed in a
+    fresh loader from the saved state: the ids delivered, in order, and the error a restored
+    loader raised (``record_errors``; else it propagates). No breaks: the uninterrupted epoch.
+
+    Each stopped loader is dropped before the next is made (its workers stop; ``drain``
+    first iterates it to its end, for a library whose download threads must finish).
+    """
+    out: list[int] = []
+    state = None
+    for i, stop in enumerate([*breaks, None]):
+        it = loader = None
+        try:
+            loader = make()
+            if state is not None:
+                load_state(loader, state)
+            it = iter(loader)
+            n = 0
+            for batch in it:
+                out += ids_of(batch)
+                n += 1
+                if stop is not None and n == stop:
+                    break
+            if stop is not None:
+                state = _roundtrip(state_of(loader))
+                if drain:
+                    for _ in it:
+                        pass
+        except Exception as e:
+            if not (record_errors and i > 0):
+                raise
+            last = (str(e).splitlines() or [""])[-1]  # an empty message has no lines
+            error = f"{type(e).__name__} after resume {i}: {last[:60]}"
+        else:
+            continue
+        finally:
+            # the last references (a StatefulDataLoader keeps its iterator): torch stops
+            # the workers here, stopped mid-epoch or not
+            it = loader = None
+        # An error re-raised from a worker sits in a reference cycle with the frames that
+        # hold torch's iterator: its workers stop only when the cycle is collected.
+        gc.collect()
+        return out, error
+    return out, None
+
+
 def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loader",
                  state_of: Callable = _state_of, load_state: Callable = _load_state,
                  ids_of: Callable = ids_of, record_errors: bool = False) -> ResumeTrial:
@@ -130,38 +178,8 @@ def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loade
             samples it never delivered count as lost) instead of raising.
     """
     def run(breaks) -> tuple[list[int], str | None]:
-        out: list[int] = []
-        state = None
-        for i, stop in enumerate([*breaks, None]):
-            it = loader = None
-            try:
-                loader = make()
-                if state is not None:
-                    load_state(loader, state)
-                it = iter(loader)
-                n = 0
-                for batch in it:
-                    out += ids_of(batch)
-                    n += 1
-                    if stop is not None and n == stop:
-                        break
-                state = _roundtrip(state_of(loader)) if stop is not None else None
-            except Exception as e:
-                if not (record_errors and i > 0):
-                    raise
-                last = (str(e).splitlines() or [""])[-1]  # an empty message has no lines
-                error = f"{type(e).__name__} after resume {i}: {last[:60]}"
-            else:
-                continue
-            finally:
-                # the last references (a StatefulDataLoader keeps its iterator): torch
-                # stops the workers here, stopped mid-epoch or not
-                it = loader = None
-            # An error re-raised from a worker sits in a reference cycle with the frames
-            # that hold torch's iterator: its workers stop only when the cycle is collected.
-            gc.collect()
-            return out, error
-        return out, None
+        return resumed_ids(make, breaks, state_of=state_of, load_state=load_state,
+                           ids_of=ids_of, record_errors=record_errors)
 
     stops = tuple(int(s) for s in stops)
     ref, _ = run(())

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..instruments.audits import ids_of
+from ..instruments.resume import resumed_ids
 from ..optional import library_status
 from .leftovers import MosaicShm, litdata_optimize, scoped, scoped_env, start_ray
 
@@ -131,30 +133,6 @@ def _rss_mib() -> float:
                                        if c.is_running())) / 2**20
 
 
-def _ids(b) -> list[int]:
-    x = b["id"] if isinstance(b, dict) else b[1]
-    return [int(i) for i in np.asarray(x).reshape(-1)]
-
-
-def _resume_trial(first, make_second, batches: int, drain: bool
-                  ) -> tuple[list[int], list[int]]:
-    """Stop ``first`` after ``batches`` batches, restore its ``state_dict`` in a fresh loader
-    (``make_second()``, made once ``first`` is drained or dropped): the ids delivered before
-    the stop, and the ids the restored loader delivers. Exact resume: their sum is the epoch.
-    """
-    it, head = iter(first), []
-    for _ in range(batches):
-        head.extend(_ids(next(it)))
-    state = first.state_dict()
-    if drain:
-        for _ in it:
-            pass
-    del it
-    second = make_second()
-    second.load_state_dict(state)
-    return head, [i for batch in second for i in _ids(batch)]
-
-
 def run_mosaic(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> SystemRun:
     """MDS shards written locally, put in the bucket, streamed with ``remote=s3://...``."""
     streaming = import_streaming()
@@ -173,23 +151,23 @@ def run_mosaic(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sys
         return StreamingDataLoader(shm.track(ds), batch_size=batch_size, num_workers=0)
 
     def epochs():
-        ids, secs, first = _epoch(loader(work / "mds-cache"), _ids)
+        ids, secs, first = _epoch(loader(work / "mds-cache"), ids_of)
         rss = _rss_mib()
         # resume: its download threads must end while the credentials are set, so drain
-        head, tail = _resume_trial(loader(work / "mds-cache-2"),
-                                   lambda: loader(work / "mds-cache-3"),
-                                   len(ids) // batch_size // 2, drain=True)
-        return ids, secs, first, rss, head, tail
+        caches = iter([work / "mds-cache-2", work / "mds-cache-3"])
+        resumed, _ = resumed_ids(lambda: loader(next(caches)), (len(ids) // batch_size // 2,),
+                                 drain=True)
+        return ids, secs, first, rss, resumed
 
     shm = MosaicShm()
     with scoped_env(S3_ENDPOINT_URL=store.endpoint_url, **_creds(store)):
         try:
-            ids, secs, first, rss, head, tail = epochs()
+            ids, secs, first, rss, resumed = epochs()
         finally:
             shm.release()
     return SystemRun("MosaicML Streaming", streaming.__version__, len(ids), len(ids) / secs,
                      first, sorted(ids) == list(range(len(rows))),
-                     head + tail == ids, rss,
+                     resumed == ids, rss,
                      "resume: StreamingDataLoader.state_dict")
 
 
@@ -214,13 +192,12 @@ def run_litdata(store, rows: np.ndarray, work: Path, batch_size: int = 64) -> Sy
                                  storage_options=opts)
         return ld.StreamingDataLoader(ds, batch_size=batch_size, num_workers=0)
 
-    ids, secs, first = _epoch(loader(work / "ld-cache"), _ids)
+    ids, secs, first = _epoch(loader(work / "ld-cache"), ids_of)
     rss = _rss_mib()
     # a restart in the same place (litdata checks that the cache matches the state)
-    head, tail = _resume_trial(loader(work / "ld-cache-2"), lambda: loader(work / "ld-cache-2"),
-                               len(ids) // batch_size // 2, drain=False)
+    resumed, _ = resumed_ids(lambda: loader(work / "ld-cache-2"), (len(ids) // batch_size // 2,))
     return SystemRun("LitData", ld.__version__, len(ids), len(ids) / secs, first,
-                     sorted(ids) == list(range(len(rows))), head + tail == ids, rss,
+                     sorted(ids) == list(range(len(rows))), resumed == ids, rss,
                      "resume: StreamingDataLoader.state_dict")
 
 
@@ -246,7 +223,7 @@ def run_ray(store, parquet_key: str, samples: int, batch_size: int = 64,
             start_ray(ray, num_cpus)
         ray.data.DataContext.get_current().enable_progress_bars = False
         ds = ray.data.read_parquet(f"s3://{parquet_key}", filesystem=store.arrow_filesystem())
-        ids, secs, first = _epoch(ds.iter_torch_batches(batch_size=batch_size), _ids)
+        ids, secs, first = _epoch(ds.iter_torch_batches(batch_size=batch_size), ids_of)
         rss = _rss_mib()
     finally:
         if started:
