@@ -32,7 +32,7 @@ class _StoreBatches:
         try:
             yield from it
         finally:
-            del it  # its last reference: torch stops the workers (closing the generator too)
+            del it  # the last reference to the iterator: its workers stop now
 
     def close(self) -> None:
         self._stop()
