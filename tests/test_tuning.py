@@ -4,7 +4,6 @@ num_workers suggestion (chapter 09)."""
 from __future__ import annotations
 
 import pytest
-from torch.utils.data import DataLoader
 
 import labkit as lk
 from tests.contracts import check_exactly_once, check_lazy_equals_eager
@@ -16,11 +15,10 @@ def test_work_dataset_exactly_once_and_values():
 
     def make(rank, world_size, num_workers):
         s = sampler(ds, num_replicas=world_size, rank=rank, shuffle=False)
-        return DataLoader(ds, batch_size=5, num_workers=num_workers, sampler=s,
-                          timeout=60 if num_workers else 0)
+        return lk.make_loader(ds, batch_size=5, num_workers=num_workers, sampler=s)
 
     check_exactly_once(make, 48)
-    n = check_lazy_equals_eager(DataLoader(ds, batch_size=7), lambda i: [float(i)] * 4)
+    n = check_lazy_equals_eager(lk.make_loader(ds, batch_size=7), lambda i: [float(i)] * 4)
     assert n == 48
 
 
@@ -69,6 +67,6 @@ def test_thread_pools_in_this_process_and_in_each_worker():
     here = lk.thread_pools()
     assert here["source"] == "main" and here["torch"] == torch.get_num_threads()
     assert all({"internal_api", "num_threads"} <= set(p) for p in here["pools"])
-    seen = {b["source"]: b["torch"] for b in DataLoader(
-        range(4), batch_size=1, num_workers=2, collate_fn=lk.thread_pools, timeout=60)}
+    seen = {b["source"]: b["torch"] for b in lk.make_loader(
+        range(4), batch_size=1, num_workers=2, collate_fn=lk.thread_pools)}
     assert seen == {"worker0": 1, "worker1": 1}
