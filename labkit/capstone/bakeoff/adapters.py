@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, Subset, default_collate
 
 from ...errors import LabkitError
 from ...images.folder import ImageFolderDataset
+from ...loading.loaders import WORKER_TIMEOUT_S
 from ...loading.prefetchers import cuda_status
 from ...optional import library_status, library_version
 from ...scale import resolve_scale
@@ -28,11 +29,6 @@ from .datasets import (
 )
 from .s3row import webdataset_s3, webdataset_tar
 from .systemrows import _import_streaming, _litdata, _mosaic_streaming, _ray_data
-
-# TODO(merge): from ...loading.loaders import WORKER_TIMEOUT_S (the lead's change adds it).
-# Seconds a worker may take per batch: a stuck worker fails the row instead of hanging the
-# bake-off. Passed only with workers: torch's single-process iterator wants timeout=0.
-WORKER_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,13 @@ from functools import partial
 
 from torch.utils.data import default_collate
 
+from ...loading.loaders import WORKER_TIMEOUT_S
 from ...objstore.store import s3_store
 from .data import ensure_format
 from .datasets import _sample
 
 #: First-byte latency of the bake-off's object store: chapter 14's ci and workshop setting.
 S3_LATENCY_S = 0.02
-# TODO(merge): from ...loading.loaders import WORKER_TIMEOUT_S (the lead's change adds it).
-WORKER_TIMEOUT_S = 60.0  # seconds a worker may take per batch (only with workers: torch)
 
 
 class _StoreBatches:

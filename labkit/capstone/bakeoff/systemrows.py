@@ -12,13 +12,11 @@ import numpy as np
 from torch.utils.data import DataLoader
 
 from ...images.decode import decode_jpeg
+from ...loading.loaders import WORKER_TIMEOUT_S
 from ...objstore.leftovers import MosaicShm, start_ray
 from ...objstore.systems import import_streaming
 from .data import ensure_format
 from .datasets import _DecodeCollate, _DecodeItem
-
-# TODO(merge): from ...loading.loaders import WORKER_TIMEOUT_S (the lead's change adds it).
-WORKER_TIMEOUT_S = 60.0  # seconds a worker may take per batch (only with workers: torch)
 
 
 class _RayBatches:
