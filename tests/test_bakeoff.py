@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.capstone.bakeoff import adapters as bakeoff
@@ -53,9 +54,14 @@ def test_core_loader_delivers_every_id_once(data, name):
 def test_batches_have_the_same_shape_everywhere(data, ci_fixture):
     size = ci_fixture("images").meta["size"]
     for name in CORE:
-        it = iter(lk.build_loader(name, data, batch_size=8, num_workers=0))
+        loader = lk.build_loader(name, data, batch_size=8, num_workers=0)
+        it = iter(loader)
         batch = next(it)
-        lk.shutdown(it)
+        del it  # a generator's finally runs now (the S3 row's); no workers to stop here
+        close = getattr(loader, "close", None)  # the S3 store
+        if close is not None:
+            close()
+        del loader
         assert batch["image"].shape == (8, 3, size, size), name
         assert batch["image"].dtype == torch.uint8, name
         assert batch["label"].shape == batch["id"].shape == (8,), name
@@ -139,7 +145,8 @@ def test_lmdb_and_hdf5_rows_hold_the_fixtures_bytes_and_survive_fork_after_a_par
     assert len(ds) == SAMPLES and data.conversion_s[fmt] >= 0
     first = ds[0]   # the parent reads first (a notebook does): its handle is open at the fork
     assert first["id"] == data.rows[0][0] and first["label"] == data.rows[0][1]
-    ids = [int(i) for b in lk.make_loader(ds, batch_size=8, num_workers=2) for i in b["id"]]
+    ids = [int(i) for b in DataLoader(ds, batch_size=8, num_workers=2, timeout=60)
+           for i in b["id"]]
     assert sorted(ids) == sorted(r[0] for r in data.rows)
     assert lk.worker_processes() == []
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader, Subset
 
 import labkit as lk
 from tests.contracts import check_exactly_once
+
+TIMEOUT_S = 60  # a stuck worker fails the test instead of hanging it
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +41,9 @@ def test_packed_exactly_once_over_workers(packed):
     def make(rank, world_size, num_workers):
         sampler = torch.utils.data.DistributedSampler(
             range(64), num_replicas=world_size, rank=rank, shuffle=False)
-        ds = torch.utils.data.Subset(lk.PackedImages(packed), range(64))
-        return lk.make_loader(ds, batch_size=8, num_workers=num_workers, sampler=sampler)
+        ds = Subset(lk.PackedImages(packed), range(64))
+        return DataLoader(ds, batch_size=8, num_workers=num_workers, sampler=sampler,
+                          timeout=TIMEOUT_S if num_workers else 0)
 
     check_exactly_once(make, 64)
 
@@ -83,13 +87,34 @@ def test_steps_change_one_thing_each():
         lk.tuning_steps(decoder="magic")
 
 
-def test_run_tuning_audits_every_step(images, packed):
+def loader_factory(images, packed, samples):
+    """A step's config -> its DataLoader, as chapter 16 writes it in a cell."""
+    def loader_for(config):
+        if config["format"] == "files":
+            ds = lk.ImageFolderDataset(images, decoder=config["decoder"])
+        else:
+            ds = lk.PackedImages(packed, decoder=config["decoder"])
+        nw = config["num_workers"]
+        return DataLoader(Subset(ds, range(samples)), batch_size=config["batch_size"],
+                          shuffle=True, generator=torch.Generator().manual_seed(0),
+                          num_workers=nw, timeout=TIMEOUT_S if nw else 0,
+                          prefetch_factor=config["prefetch_factor"] if nw else None,
+                          persistent_workers=config["persistent_workers"] and nw > 0)
+    return loader_for
+
+
+def test_run_tuning_audits_every_step(images, packed, live_workers):
     steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
-    steps = [steps[0], steps[1], steps[2], steps[6]]  # files, packed, workers, batch
-    seen = []
-    results = lk.run_tuning(steps, images, packed, lk.image_train_step(), samples=48,
-                            pairs=2, warmup=0, on_step=seen.append)
-    assert len(seen) == 4
+    steps = [steps[0], steps[1], steps[2], steps[3], steps[6]]  # + persistent workers
+    seen, alive, before = [], [], {p.pid for p in live_workers()}
+
+    def on_step(result):  # the step's loaders are dropped by now: so are their workers
+        seen.append(result)
+        alive.append(len([p for p in live_workers() if p.pid not in before]))
+
+    results = lk.run_tuning(steps, loader_factory(images, packed, 48), lk.image_train_step(),
+                            samples=48, pairs=2, warmup=0, on_step=on_step)
+    assert len(seen) == 5 and alive == [0] * 5
     for r in results:
         assert r.audit.ok and r.audit.expected == 48, r.step.name
         assert r.samples_per_s > 0
@@ -104,8 +129,8 @@ def test_a_change_that_does_not_help_is_reverted(images, packed, min_gain):
     """Each change runs on the best configuration so far; a reverted one is not carried on."""
     steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
     steps = [steps[0], steps[1], steps[6]]  # files, packed, batch size 16
-    results = lk.run_tuning(steps, images, packed, lk.image_train_step(), samples=32,
-                            pairs=1, warmup=0, min_gain=min_gain)
+    results = lk.run_tuning(steps, loader_factory(images, packed, 32), lk.image_train_step(),
+                            samples=32, pairs=1, warmup=0, min_gain=min_gain)
     naive = steps[0].config
     if min_gain == 0.0:  # every change kept: the configs accumulate
         assert [r.kept for r in results] == [True, True, True]
@@ -122,8 +147,8 @@ def test_a_change_that_does_not_help_is_reverted(images, packed, min_gain):
 def test_paired_gain_has_an_interval_and_a_verdict(images, packed):
     """Each change is timed in interleaved pairs against the best config so far."""
     steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
-    results = lk.run_tuning([steps[0], steps[1]], images, packed, lk.image_train_step(),
-                            samples=32, pairs=3, warmup=0)
+    results = lk.run_tuning([steps[0], steps[1]], loader_factory(images, packed, 32),
+                            lk.image_train_step(), samples=32, pairs=3, warmup=0)
     r = results[1]
     assert len(r.measurement.passes) == 3 and r.audit.ok
     lo, hi = r.gain_ci
@@ -132,17 +157,18 @@ def test_paired_gain_has_an_interval_and_a_verdict(images, packed):
     assert len(r.ratios) == 3 and (min(r.ratios), max(r.ratios)) == (lo, hi)  # the pairs kept
     assert results[0].verdict == "baseline"
     with pytest.raises(ValueError, match="at least one pair"):
-        lk.run_tuning(steps[:1], images, packed, lk.image_train_step(), pairs=0)
+        lk.run_tuning(steps[:1], loader_factory(images, packed, 32), lk.image_train_step(),
+                      samples=32, pairs=0)
 
 
 def test_tuning_result_round_trips_as_json(images, packed, tmp_path):
     steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
-    results = lk.run_tuning([steps[0], steps[1]], images, packed, lk.image_train_step(),
-                            samples=32, pairs=1, warmup=0, min_gain=0.0)
+    results = lk.run_tuning([steps[0], steps[1]], loader_factory(images, packed, 32),
+                            lk.image_train_step(), samples=32, pairs=1, warmup=0, min_gain=0.0)
     path = lk.save_tuning(results, tmp_path / "tuned.json", samples=32)
     config = lk.load_tuning(path)
     assert config == results[1].config
-    loader = lk.image_pipeline(config, images, packed, samples=8)
+    loader = loader_factory(images, packed, 8)(config)
     assert sum(len(b["id"]) for b in loader) == 8
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "something else"}')

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.media.backends import FFMPEG_INSTALL
@@ -159,7 +160,7 @@ def test_audio_windows_in_workers_exactly_once(audio):
     ds = lk.AudioWindows(flacs, [(i % len(flacs), s) for i, s in enumerate(starts)], 1.0,
                          sample_rate=16000)
     seen = []
-    for batch in lk.make_loader(ds, batch_size=3, num_workers=2):
+    for batch in DataLoader(ds, batch_size=3, num_workers=2, timeout=60):
         assert batch["audio"].shape[1:] == (1, 16000)
         seen += list(zip(batch["worker"], batch["id"].tolist(), strict=True))
     lk.audit(seen, len(ds)).check()
@@ -181,14 +182,15 @@ def test_clip_dataset_in_workers_exactly_once_and_right(videos, backend):
     plan = lk.random_clips(videos.meta["videos"], 2, 8, 2, seed=3)
     ds = lk.ClipDataset(videos, plan, backend=backend)
     ds[0]  # a decoder opened here, before the fork, must not be shared with the workers
-    result, wrong = _audited(lk.make_loader(ds, batch_size=3, num_workers=2), len(plan))
+    result, wrong = _audited(DataLoader(ds, batch_size=3, num_workers=2, timeout=60),
+                             len(plan))
     result.check()
     assert wrong == 0 and set(result.per_source) == {"worker0", "worker1"}
 
 
 def test_clip_shard_stream_matches_the_file_plan(videos):
     stream = lk.ClipShardStream(videos, clips_per_video=2, frames=8, stride=2, seed=3)
-    result, wrong = _audited(lk.make_loader(stream, batch_size=4, num_workers=2), 12)
+    result, wrong = _audited(DataLoader(stream, batch_size=4, num_workers=2, timeout=60), 12)
     result.check()
     assert wrong == 0 and set(result.per_source) == {"worker0", "worker1"}
     # the same seed draws the same clips as random_clips over the files

@@ -11,30 +11,27 @@ candidate and the best configuration run in interleaved pairs of passes, and the
 kept only when the whole interval of the paired ratios (the benchmarks' sign-test interval)
 lies above ``min_gain``. A change that did not help, or whose gain the noise could explain, is
 reported as such and reverted. Nothing here assumes a change helps. :func:`save_tuning`
-writes the result as JSON; :func:`load_tuning` gives back the tuned config for
-:func:`image_pipeline`.
+writes the result as JSON; :func:`load_tuning` gives back the tuned config.
 
+labkit measures, the learner loads: the chapter writes the function that turns a step's
+``config`` into its DataLoader (torch's own, in the cell) and hands it to :func:`run_tuning`.
 The packed format it tunes towards lives in :mod:`labkit.images.packed`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils.data import Subset
 
 from .. import paths
 from ..errors import LabkitError
 from ..images.decode import DECODERS
-from ..images.folder import ImageFolderDataset
-from ..images.packed import PackedImages
 from ..instruments.audits import Audit, audit
 from ..instruments.measurement import Measurement
 from ..instruments.meter import measure
 from ..instruments.stats import PASS, median_interval, verdict
-from ..loading.loaders import make_loader, shutdown
 from ..scale import resolve_scale
 
 # -- the train step -------------------------------------------------------------------------
@@ -131,28 +128,6 @@ def tuning_steps(*, num_workers: int = 2, decoder: str = "simplejpeg",
     return steps
 
 
-
-
-def image_pipeline(config: dict, images, packed, samples: int | None = None, seed: int = 0):
-    """The DataLoader a step's ``config`` describes, over the first ``samples`` images.
-
-    ``images`` is the ``images`` fixture (the ``files`` format), ``packed`` the folder
-    :func:`pack_images` wrote (the ``packed`` format). Shuffled with a seeded generator.
-    """
-    if config["format"] == "files":
-        ds = ImageFolderDataset(images, decoder=config["decoder"])
-    elif config["format"] == "packed":
-        ds = PackedImages(packed, decoder=config["decoder"])
-    else:
-        raise ValueError(f"format={config['format']!r}: 'files' or 'packed'")
-    if samples is not None:
-        ds = Subset(ds, range(min(samples, len(ds))))
-    return make_loader(ds, batch_size=config["batch_size"], num_workers=config["num_workers"],
-                       prefetch_factor=config["prefetch_factor"],
-                       persistent_workers=config["persistent_workers"], shuffle=True,
-                       generator=torch.Generator().manual_seed(seed))
-
-
 # -- measuring ------------------------------------------------------------------------------
 
 def epoch_rate(m: Measurement) -> float:
@@ -231,11 +206,19 @@ def _paired_passes(candidate, best, step: Callable, n: int, pairs: int, name: st
     return Measurement(name, dict(config), passes, step_label), a, ratios
 
 
-def run_tuning(steps: list[TuningStep], images, packed, step: Callable, *,
-               samples: int | None = None, pairs: int = 3, warmup: int = 1,
+def run_tuning(steps: list[TuningStep], loader_for: Callable[[dict], Iterable],
+               step: Callable, *, samples: int, pairs: int = 3, warmup: int = 1,
                min_gain: float = 1.0, level: float = 0.95,
                on_step: Callable | None = None) -> list[TuningResult]:
     """Measure every step on the same samples with the same train step; audit each.
+
+    ``loader_for(config)`` is the learner's: it returns the loader a step's ``config``
+    describes (chapter 16 writes it in a cell, torch's ``DataLoader`` with the knobs spelled
+    out). Every loader it returns must deliver the samples with ids ``0 .. samples - 1``
+    (each batch a dict with an ``"id"`` tensor) once per pass: the audit checks exactly that.
+    A loader is built per step and iterated once per pass, so persistent workers outlive a
+    pass as they would in training; both loaders of a step are dropped when it ends, which
+    stops their workers before the next step starts.
 
     The first step is measured alone (``warmup`` untimed, then ``pairs`` passes). Every
     later change runs on top of the best configuration so far, in ``pairs`` interleaved
@@ -247,37 +230,38 @@ def run_tuning(steps: list[TuningStep], images, packed, step: Callable, *,
     it is reverted (``kept=False``) and the next change builds on the configuration before
     it. Up to 8 pairs the interval is the full range of the ratios (75 % coverage with 3
     pairs, 97 % with 6), so a change is kept only if *every* pair was faster.
-    :func:`tuned_result` gives
-    the last kept step. ``on_step(result)`` is called after each step.
+    :func:`tuned_result` gives the last kept step. ``on_step(result)`` is called after
+    each step.
     """
     if pairs < 1:
         raise ValueError(f"pairs={pairs}: at least one pair of passes")
     out: list[TuningResult] = []
-    n = min(samples, len(PackedImages(packed))) if samples else len(PackedImages(packed))
     best_config = None
     for s in steps:
         config = dict(s.config) if best_config is None else {**best_config, **s.knobs}
-        loader = image_pipeline(config, images, packed, samples=n)
-        best = None if best_config is None else image_pipeline(best_config, images, packed,
-                                                                samples=n)
+        loader = best = None
         try:
-            if best is None:
-                m, a = measure_audited(lambda loader=loader: loader, step, n, repeats=pairs,
-                                       warmup=warmup, name=s.name, config=config)
+            loader = loader_for(config)
+            if best_config is None:
+                m, a = measure_audited(lambda loader=loader: loader, step, samples,
+                                       repeats=pairs, warmup=warmup, name=s.name,
+                                       config=config)
                 result = TuningResult(s, m, a, config)
             else:
+                best = loader_for(best_config)
                 # no warm-up here: the first step warmed the page cache and the imports,
                 # and a pass that starts workers pays their start-up, as an epoch does
-                m, a, ratios = _paired_passes(loader, best, step, n, pairs, s.name, config)
+                m, a, ratios = _paired_passes(loader, best, step, samples, pairs, s.name,
+                                              config)
                 med, lo, hi, achieved = median_interval(ratios, level)
                 v = verdict(lo, hi, min_gain)
                 result = TuningResult(s, m, a, config, kept=a.ok and v == PASS, gain=med,
                                       gain_ci=(lo, hi), gain_level=achieved, verdict=v,
                                       ratios=tuple(ratios))
         finally:
-            for one in (loader, best):  # persistent workers: stop them now, not at GC
-                if one is not None:
-                    shutdown(one)
+            # persistent workers live as long as their DataLoader: the last references go
+            # here, so torch stops them now, not beside the next step's workers
+            del loader, best
         if result.kept:
             best_config = config
         out.append(result)
@@ -330,9 +314,9 @@ def save_tuning(results: list[TuningResult], path=None, *, scale: str | None = N
     """Write the tuned configuration and every step's figures as JSON; returns the path.
 
     Default path: ``<LABKIT_DATA>/tuned/image_pipeline-<scale>.json``. ``lk.load_tuning()``
-    gives the config back for :func:`image_pipeline` (or any loader built from the same
-    knobs), so a later notebook or script starts from what this machine measured instead of
-    from the naive pipeline.
+    gives the config back for the loader built from the same knobs (chapter 16's
+    ``make_loader``), so a later notebook or script starts from what this machine measured
+    instead of from the naive pipeline.
     """
     import json
 
@@ -355,7 +339,7 @@ def save_tuning(results: list[TuningResult], path=None, *, scale: str | None = N
 
 
 def load_tuning(path=None, *, scale: str | None = None) -> dict:
-    """The tuned config a :func:`save_tuning` file holds (knobs for :func:`image_pipeline`).
+    """The tuned config a :func:`save_tuning` file holds (the knobs of the tuned loader).
 
     Default path: the one :func:`save_tuning` writes for ``scale``.
 

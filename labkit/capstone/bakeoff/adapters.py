@@ -10,11 +10,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
-from torch.utils.data import Subset, default_collate
+from torch.utils.data import DataLoader, Subset, default_collate
 
 from ...errors import LabkitError
 from ...images.folder import ImageFolderDataset
-from ...loading.loaders import make_loader, worker_kwargs
 from ...loading.prefetchers import cuda_status
 from ...optional import library_status, library_version
 from ...scale import resolve_scale
@@ -29,6 +28,11 @@ from .datasets import (
 )
 from .s3row import webdataset_s3, webdataset_tar
 from .systemrows import _import_streaming, _litdata, _mosaic_streaming, _ray_data
+
+# TODO(merge): from ...loading.loaders import WORKER_TIMEOUT_S (the lead's change adds it).
+# Seconds a worker may take per batch: a stuck worker fails the row instead of hanging the
+# bake-off. Passed only with workers: torch's single-process iterator wants timeout=0.
+WORKER_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -84,12 +88,14 @@ def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
 
 def _torch_map(data, batch_size, num_workers, decoder):
     ds = Subset(ImageFolderDataset(data.images, decoder=decoder), range(data.samples))
-    return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
+    return DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
+                      timeout=WORKER_TIMEOUT_S if num_workers else 0)
 
 
 def _torch_iterable(data, batch_size, num_workers, decoder):
     ds = TarImageStream(ensure_format(data, "tar"), decoder)
-    return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
+    return DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
+                      timeout=WORKER_TIMEOUT_S if num_workers else 0)
 
 
 def _hf_streaming(data, batch_size, num_workers, decoder):
@@ -101,12 +107,14 @@ def _hf_streaming(data, batch_size, num_workers, decoder):
     # image (torch format: every integer array to int64); the map's numpy array passes
     # through as it is, and the DataLoader's collate makes the tensors
     ds = ds.map(_HFDecode(decoder), remove_columns=["jpg"])
-    return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
+    return DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
+                      timeout=WORKER_TIMEOUT_S if num_workers else 0)
 
 
 def _arrow(data, batch_size, num_workers, decoder):
     ds = ArrowImageBatches(ensure_format(data, "parquet"), batch_size, decoder)
-    return make_loader(ds, batch_size=None, num_workers=num_workers)
+    return DataLoader(ds, batch_size=None, num_workers=num_workers,  # batches made by ds
+                      timeout=WORKER_TIMEOUT_S if num_workers else 0)
 
 
 def _torchdata_nodes(data, batch_size, num_workers, decoder):
@@ -126,18 +134,20 @@ def _stateful_dataloader(data, batch_size, num_workers, decoder):
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     ds = Subset(ImageFolderDataset(data.images, decoder=decoder), range(data.samples))
-    kw = worker_kwargs(num_workers)
-    return StatefulDataLoader(ds, batch_size=batch_size, num_workers=num_workers, **kw)
+    return StatefulDataLoader(ds, batch_size=batch_size, num_workers=num_workers,
+                              timeout=WORKER_TIMEOUT_S if num_workers else 0)
 
 
 def _lmdb(data, batch_size, num_workers, decoder):
     ds = LmdbImages(ensure_format(data, "lmdb"), decoder)
-    return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
+    return DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
+                      timeout=WORKER_TIMEOUT_S if num_workers else 0)
 
 
 def _hdf5(data, batch_size, num_workers, decoder):
     ds = Hdf5Images(ensure_format(data, "hdf5"), decoder)
-    return make_loader(ds, batch_size=batch_size, num_workers=num_workers)
+    return DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
+                      timeout=WORKER_TIMEOUT_S if num_workers else 0)
 
 
 class _PetastormBatches:

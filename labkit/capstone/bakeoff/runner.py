@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from ...instruments.audits import Audit
 from ...instruments.measurement import Measurement
-from ...loading.loaders import shutdown
 from ..pipeline import epoch_rate, measure_audited
 from .adapters import ADAPTERS, get_adapter, loader_names, probe_loader
 from .data import BakeoffData, ensure_format
@@ -70,15 +69,21 @@ def _run_one(name: str, label: str, data: BakeoffData, step: Callable, batch_siz
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. more workers than cores / shards
             r.measurement, r.audit = measure_audited(
-                lambda: loader, step, [i for i, _, _ in data.rows], repeats=repeats,
-                warmup=warmup, name=label,
+                lambda loader=loader: loader, step, [i for i, _, _ in data.rows],
+                repeats=repeats, warmup=warmup, name=label,
                 config={"num_workers": num_workers, "batch_size": batch_size})
     except Exception as e:  # noqa: BLE001 - one broken library must not stop the rest
         if name == ADAPTERS[0].name:
             raise
         r.error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:160]}"
     finally:
-        shutdown(loader)
+        # a row that holds more than its workers (Ray's processes, Mosaic's shared memory,
+        # the S3 store) releases it in its own close(); a DataLoader's workers stop when its
+        # last reference goes, here
+        close = getattr(loader, "close", None)
+        if close is not None:
+            close()
+        del loader
     return r
 
 

@@ -8,31 +8,31 @@ from functools import partial
 
 from torch.utils.data import default_collate
 
-from ...loading.loaders import shutdown, worker_kwargs
 from ...objstore.store import s3_store
 from .data import ensure_format
 from .datasets import _sample
 
 #: First-byte latency of the bake-off's object store: chapter 14's ci and workshop setting.
 S3_LATENCY_S = 0.02
+# TODO(merge): from ...loading.loaders import WORKER_TIMEOUT_S (the lead's change adds it).
+WORKER_TIMEOUT_S = 60.0  # seconds a worker may take per batch (only with workers: torch)
 
 
 class _StoreBatches:
     """A loader over the loopback S3 store, which lives as long as this object or its
-    iterators: :meth:`close` (the runner's ``shutdown``), garbage collection or the
-    interpreter's exit stops it, so no server process outlives the row."""
+    iterators: :meth:`close` (the runner calls it), garbage collection or the interpreter's
+    exit stops it, so no server process outlives the row."""
 
     def __init__(self, store, loader):
         self.loader = loader
         self._stop = weakref.finalize(self, _stop_store, store, os.getpid())
 
     def __iter__(self):  # a generator: it keeps self (and so the store) alive while it runs
-
         it = iter(self.loader)
         try:
             yield from it
         finally:
-            shutdown(it)
+            del it  # the last reference to the iterator: its workers stop now
 
     def close(self) -> None:
         self._stop()
@@ -58,8 +58,8 @@ def webdataset_tar(data, batch_size, num_workers, decoder, urls=None):
     ds = (wds.WebDataset(urls, shardshuffle=False, empty_check=False,
                          nodesplitter=wds.split_by_node)
           .map(decode).batched(batch_size, collation_fn=default_collate, partial=True))
-    kw = worker_kwargs(num_workers)
-    return wds.WebLoader(ds, batch_size=None, num_workers=num_workers, **kw)
+    return wds.WebLoader(ds, batch_size=None, num_workers=num_workers,
+                         timeout=WORKER_TIMEOUT_S if num_workers else 0)
 
 
 def webdataset_s3(data, batch_size, num_workers, decoder):

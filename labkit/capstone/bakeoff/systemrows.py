@@ -2,21 +2,23 @@
 
 Each reads the bake-off's images in its own format from local disk, decoding with the same
 decoder as every other row (chapter 16); chapter 14 runs the same systems against the
-loopback bucket (``objstore/systems.py``). Each row's ``close`` (the runner's
-``shutdown``) releases what the system holds beyond its workers: Ray's processes, Mosaic's
-shared memory.
+loopback bucket (``objstore/systems.py``). Each row's ``close`` (the runner calls it)
+releases what the system holds beyond its workers: Ray's processes, Mosaic's shared memory.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from torch.utils.data import DataLoader
 
 from ...images.decode import decode_jpeg
-from ...loading.loaders import make_loader, shutdown, worker_kwargs
 from ...objstore.leftovers import MosaicShm, start_ray
 from ...objstore.systems import import_streaming
 from .data import ensure_format
 from .datasets import _DecodeCollate, _DecodeItem
+
+# TODO(merge): from ...loading.loaders import WORKER_TIMEOUT_S (the lead's change adds it).
+WORKER_TIMEOUT_S = 60.0  # seconds a worker may take per batch (only with workers: torch)
 
 
 class _RayBatches:
@@ -30,7 +32,7 @@ class _RayBatches:
             yield {"image": b["image"], "label": b["label"], "id": b["id"]}
 
     def close(self) -> None:
-        """Stop the Ray processes this adapter started (``lk.shutdown`` calls it)."""
+        """Stop the Ray processes this adapter started (the bake-off's runner calls it)."""
         if self.started_ray:
             import ray
 
@@ -70,13 +72,16 @@ def _mosaic_streaming(data, batch_size, num_workers, decoder):
     # a StreamingDataset is iterated (it splits samples over ranks and workers itself);
     # decoding happens in the collate, which runs in the workers
     ds = shm.track(StreamingDataset(local=str(folder), shuffle=False, batch_size=batch_size))
-    return _MosaicBatches(make_loader(ds, batch_size=batch_size, num_workers=num_workers,
-                                      collate_fn=_DecodeCollate(decoder)), shm)
+    loader = DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
+                        collate_fn=_DecodeCollate(decoder),
+                        timeout=WORKER_TIMEOUT_S if num_workers else 0)
+    return _MosaicBatches(loader, shm)
 
 
 class _MosaicBatches:
-    """Mosaic's loader, re-iterable; ``close`` (``lk.shutdown``) stops its workers and
-    removes the shared memory its dataset made."""
+    """Mosaic's loader, re-iterable; ``close`` (the bake-off's runner calls it) drops the
+    DataLoader (the last reference: torch stops any workers it still has) and removes the
+    shared memory its dataset made."""
 
     def __init__(self, loader, shm):
         self.loader, self.shm = loader, shm
@@ -85,7 +90,6 @@ class _MosaicBatches:
         return iter(self.loader)
 
     def close(self) -> None:
-        shutdown(self.loader)
         self.loader = None
         self.shm.release()
 
@@ -97,5 +101,5 @@ def _litdata(data, batch_size, num_workers, decoder):
     # StreamingDataLoader takes only litdata's own datasets: decode through its transform
     ds = litdata.StreamingDataset(input_dir=str(folder), shuffle=False,
                                   transform=_DecodeItem(decoder))
-    kw = worker_kwargs(num_workers)
-    return litdata.StreamingDataLoader(ds, batch_size=batch_size, num_workers=num_workers, **kw)
+    return litdata.StreamingDataLoader(ds, batch_size=batch_size, num_workers=num_workers,
+                                       timeout=WORKER_TIMEOUT_S if num_workers else 0)
