@@ -137,10 +137,18 @@ class TokenBatches:
         self.timeout = timeout
         self.samples_processed = 0
 
+    def dataset(self) -> torch.utils.data.IterableDataset:
+        """The ``IterableDataset`` this iterates: this rank's batches from the counter on.
+
+        It yields whole batches, so a loader over it takes ``batch_size=None``; worker ``w``
+        of ``k`` builds steps ``w, w + k, ...``. Iterating it does not move the counter.
+        """
+        return _Batches(self.index, self.samples_processed, self.batch_size, self.drop_last,
+                        self.rank, self.world_size)
+
     def __iter__(self):
         start = self.samples_processed
-        ds = _Batches(self.index, start, self.batch_size, self.drop_last, self.rank,
-                      self.world_size)
+        ds = self.dataset()
         # batch_size=None: each worker yields whole batches; timeout: a stuck worker raises
         # (torch refuses a timeout without workers: the main process cannot time itself)
         loader = DataLoader(ds, batch_size=None, num_workers=self.num_workers,
