@@ -326,34 +326,34 @@ def test_second_call_is_cached_and_rewrites_nothing(own_data):
 
 
 def test_spec_change_regenerates_only_that_fixture_and_scale(own_data, spec_copy):
-    tokens = fixture("tokens", "ci", progress=False)
+    array = fixture("array", "ci", progress=False)
     fixture("jsonl", "ci", progress=False)
     # another scale's size is not part of the ci spec: nothing to do
-    spec_copy(lambda s: s["tokens"]["workshop"].update(tokens=123))
-    assert fixture("tokens", "ci", progress=False).status == "cached"
-    spec_copy(lambda s: s["tokens"]["ci"].update(tokens=4096))
-    small = fixture("tokens", "ci", progress=False)
+    spec_copy(lambda s: s["array"]["workshop"].update(samples=123))
+    assert fixture("array", "ci", progress=False).status == "cached"
+    spec_copy(lambda s: s["array"]["ci"].update(samples=4096))
+    small = fixture("array", "ci", progress=False)
     assert small.status == "generated" and small.samples == 4096
-    assert small.file("tokens.bin").stat().st_size == 4096 * 2
+    assert small.file("array.raw").stat().st_size == 4096 * _spec("array")["features"] * 4
     assert fixture("jsonl", "ci", progress=False).status == "cached"
-    spec_copy(lambda s: s["tokens"].update(seed=99))  # a shared field counts too
-    reseeded = fixture("tokens", "ci", progress=False)
+    spec_copy(lambda s: s["array"].update(seed=99))  # a shared field counts too
+    reseeded = fixture("array", "ci", progress=False)
     assert reseeded.status == "generated" and reseeded.digest != small.digest
-    assert reseeded.digest != tokens.digest
+    assert reseeded.digest != array.digest
     assert _leftovers(own_data) == []
 
 
 def test_generator_version_bump_regenerates(own_data, monkeypatch):
-    assert fixture("tokens", "ci", progress=False).status == "generated"
+    assert fixture("jsonl", "ci", progress=False).status == "generated"
     monkeypatch.setattr(fxmod, "GENERATOR_VERSION", fxmod.GENERATOR_VERSION + 1)
-    fx = fixture("tokens", "ci", progress=False)
+    fx = fixture("jsonl", "ci", progress=False)
     assert fx.status == "generated" and fx.manifest["generator"] == fxmod.GENERATOR_VERSION
 
 
 def test_unreadable_manifest_regenerates(own_data):
-    fx = fixture("tokens", "ci", progress=False)
+    fx = fixture("jsonl", "ci", progress=False)
     (fx.path / "manifest.json").write_text('{"half": ')
-    again = fixture("tokens", "ci", progress=False)
+    again = fixture("jsonl", "ci", progress=False)
     assert again.status == "generated" and again.digest == fx.digest
 
 
@@ -492,11 +492,11 @@ def test_missing_spec_file(tmp_path, monkeypatch):
 
 
 def test_unknown_kind_names_the_spec_file(spec_copy):
-    path = spec_copy(lambda s: s["tokens"].update(kind="hdf5"))
+    path = spec_copy(lambda s: s["jsonl"].update(kind="hdf5"))
     with pytest.raises(FixtureError) as info:
         fixture("array", "ci")  # any use of the file validates all of it
     msg = str(info.value)
-    assert str(path) in msg and "'hdf5'" in msg and "'tokens'" in msg and "npy_files" in msg
+    assert str(path) in msg and "'hdf5'" in msg and "'jsonl'" in msg and "npy_files" in msg
 
 
 def test_missing_scale_table_names_the_spec_file(spec_copy):
@@ -531,20 +531,20 @@ def test_checksum_table_marks_encoder_dependent_digests(ci_fixture):
 
 
 def test_status_table_and_ensure_fixtures(own_data, capsys):
-    out = ensure_fixtures(["tokens", "jsonl"], "ci", progress=False)
-    assert list(out) == ["tokens", "jsonl"]
+    out = ensure_fixtures(["array", "jsonl"], "ci", progress=False)
+    assert list(out) == ["array", "jsonl"]
     text = capsys.readouterr().out
     assert text.count("generated") == 2 and "total" in text and str(own_data) in text
-    ensure_fixtures(["tokens", "jsonl"], "ci", progress=False)
+    ensure_fixtures(["array", "jsonl"], "ci", progress=False)
     assert capsys.readouterr().out.count("cached") == 2
-    ensure_fixtures(["tokens"], "ci", progress=False, report=False)
+    ensure_fixtures(["jsonl"], "ci", progress=False, report=False)
     assert capsys.readouterr().out == ""
 
 
 def test_progress_bar_goes_to_stderr(own_data, capsys):
-    fixture("tokens", "ci", progress=True)
+    fixture("jsonl", "ci", progress=True)
     captured = capsys.readouterr()
-    assert "tokens (ci)" in captured.err and captured.out == ""
+    assert "jsonl (ci)" in captured.err and captured.out == ""
 
 
 def test_fixture_file_lookup(ci_fixture):
@@ -577,27 +577,27 @@ class _FailingWriter(_writers.Writer):
         return 1
 
     def write(self, spec, dest, update):
-        (dest / "tokens.bin").write_bytes(b"\0" * 1000)
+        (dest / "part.bin").write_bytes(b"\0" * 1000)
         (dest / "sub").mkdir()
         raise self.exc
 
 
 @pytest.mark.parametrize("exc", [OSError(28, "No space left on device"), KeyboardInterrupt()])
 def test_failed_writer_leaves_nothing_and_keeps_the_old_version(exc, own_data, monkeypatch):
-    good = fixture("tokens", "ci", progress=False)
+    good = fixture("jsonl", "ci", progress=False)
     with monkeypatch.context() as m:
-        m.setitem(_writers.WRITERS, "tokens", _FailingWriter(exc))
+        m.setitem(_writers.WRITERS, "jsonl", _FailingWriter(exc))
         m.setattr(fxmod, "GENERATOR_VERSION", fxmod.GENERATOR_VERSION + 1)  # force a rebuild
         with pytest.raises(type(exc)):
-            fixture("tokens", "ci", progress=False)
+            fixture("jsonl", "ci", progress=False)
     assert _leftovers(own_data) == []
-    again = fixture("tokens", "ci", progress=False)
+    again = fixture("jsonl", "ci", progress=False)
     assert again.status == "cached" and again.digest == good.digest
     assert verify(again, full=True) == []
 
 
 def test_failed_first_generation_leaves_no_folder(own_data, monkeypatch):
-    monkeypatch.setitem(_writers.WRITERS, "tokens", _FailingWriter(RuntimeError("boom")))
+    monkeypatch.setitem(_writers.WRITERS, "jsonl", _FailingWriter(RuntimeError("boom")))
     with pytest.raises(RuntimeError, match="boom"):
-        fixture("tokens", "ci", progress=False)
-    assert _leftovers(own_data) == [] and not (own_data / "ci" / "tokens").exists()
+        fixture("jsonl", "ci", progress=False)
+    assert _leftovers(own_data) == [] and not (own_data / "ci" / "jsonl").exists()
