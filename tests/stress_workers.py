@@ -6,8 +6,8 @@ Not collected by pytest (not a ``test_*.py`` file), so not part of ``make test``
 
 Each round runs pytest on the tests below in a subprocess of its own, while ``--busy`` busy
 loops (``python -c "while True: pass"``) compete for the cores, so the main process and its
-workers are descheduled at random points: where torch's SIGCHLD handler and the kit's own
-health check once raced to report a dead worker. A round in which pytest ends with an
+workers are descheduled at random points (where torch's SIGCHLD handler and its own check
+of the workers race to report a dead worker). A round in which pytest ends with an
 INTERNALERROR (what the race did to CI) is counted as such instead of ending the harness.
 After each round, processes still carrying the round's tag in their environment (a worker,
 its fork server) and /dev/shm entries the round left are counted as leftovers, and stopped.
@@ -34,15 +34,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 import conftest as _conftest  # noqa: E402 (its /dev/shm attribution, shared)
 
 TESTS = [
-    "tests/test_fault_matrix.py::test_worker_crash_is_reported_within_seconds_naming_the_worker",
-    "tests/test_fault_matrix.py::test_worker_hang_ends_at_the_timeout_naming_the_worker_and_batch",
+    "tests/test_fault_matrix.py::test_worker_crash_is_a_runtime_error_and_del_it_leaves_no_worker",
+    "tests/test_fault_matrix.py::test_worker_hang_ends_at_the_timeout_and_del_it_leaves_no_worker",
     "tests/test_fault_matrix.py::test_spawn_worker_cannot_import_a_notebook_cell_class",
-    "tests/test_loaders.py::test_a_worker_failure_resets_a_persistent_loader",
-    "tests/test_loaders.py::test_a_worker_killed_between_batches_is_reported_by_the_kit_alone",
-    "tests/test_loaders.py::test_stuck_worker_times_out_instead_of_hanging",
-    "tests/test_loaders.py::test_worker_errors_raised_by_the_dataset_pass_through_unchanged",
-    "tests/test_loaders.py::test_shutdown_stops_workers_mid_epoch",
-    "tests/test_torch_private.py",
+    "tests/test_loaders.py::test_a_stuck_worker_times_out_instead_of_hanging",
+    "tests/test_loaders.py::test_del_it_stops_the_workers_mid_epoch",
+    "tests/test_loaders.py::test_persistent_workers_live_as_long_as_their_dataloader",
+    "tests/test_loaders.py::test_an_error_raised_by_the_dataset_is_reraised_and_the_workers_live_on",
     # the session's own end check: no child process, no /dev/shm entry (runs last)
     "tests/test_session_end.py::test_session_leaves_no_process_and_no_shared_memory",
 ]

@@ -1,10 +1,13 @@
 """The fault matrix: every way data loading breaks in a workshop, one test per row.
 
-Each row drives the kit's real readers and loaders (the ones the chapters teach) into a fault
-and asserts the outcome exactly: the error's type and that its message names the file (or the
-worker) and what is wrong, or a recovery counted sample by sample. Every wait has a timeout;
-the per-test guard in conftest fails a row that leaves a worker behind. Damaged data is always
-a copy (``lk.damaged_copy`` into ``tmp_path``); the fixture cache is never touched.
+Each row drives the kit's real readers, through torch's own DataLoader as the chapters type
+it, into a fault and asserts the outcome exactly: the error's type and that its message names
+the file (or the worker) and what is wrong, or a recovery counted sample by sample. Every wait
+has a timeout; the per-test guard in conftest fails a row that leaves a worker behind. Rows
+that kill a worker run it in a process of their own (``faulty_datasets.break_a_loader``):
+torch's SIGCHLD handler raises wherever the main thread is, which must not be pytest. Damaged
+data is always a copy (``lk.damaged_copy`` into ``tmp_path``); the fixture cache is never
+touched.
 
 ==================  =================================  ===========================================
 row                 checked on                         expected outcome
@@ -29,13 +32,15 @@ server faults       chapter 06's webdataset over       latency: every sample onc
                     lk.serve: latency, a dropped       slowed; drop: error naming the shard URL;
                     connection, 503 once, 503 always,  503 once: retried, every sample once; 503
                     a stall                            always / stall: timeout= ends it in ~2 s
-worker crash        lk.make_loader; a worker exits,    RuntimeError in seconds (not the timeout)
-                    segfaults, is SIGKILLed (fork,     naming worker, pid, exit code or signal;
-                    forkserver)                        no worker left
-worker hang         lk.make_loader(timeout=1)          RuntimeError after ~1 s naming the worker
-                                                       and the batch it owes; no worker left
-spawn, forkserver   lk.TarShardStream; a Dataset       every id exactly once; exit code 1 "defined
-                    class from __main__ (a notebook)   in a notebook cell", in seconds
+worker crash        torch's DataLoader, in a process   RuntimeError "DataLoader worker (pid(s) N)
+                    of its own; a worker exits,        exited unexpectedly"; fork, spawn: in
+                    segfaults, is SIGKILLed (fork,     seconds (SIGCHLD); forkserver: at the
+                    spawn, forkserver)                 timeout; no worker left after del it
+worker hang         torch's DataLoader(timeout=2)      RuntimeError "DataLoader timed out after
+                                                       2 seconds" after ~2 s; no worker left
+spawn, forkserver   lk.TarShardStream; a Dataset       every id exactly once; "exited unexpectedly"
+                    class from __main__ (a notebook)   in seconds, the worker's AttributeError
+                                                       on its stderr
 interrupt, resume   StatefulDataLoader over            resumed == uninterrupted ids, same order:
                     TarShardStream, SIGINT mid-epoch   none lost, none repeated
                     (Jupyter interrupt; Ctrl-C)
@@ -62,10 +67,12 @@ from pathlib import Path
 import psutil
 import pytest
 from contracts import epoch_ids
-from faulty_datasets import BreaksAt
+from faulty_datasets import break_a_loader
+from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.data.faults import damage
+from labkit.loading.loaders import worker_processes
 from labkit.streams.tarshards import index_shard
 
 pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
@@ -122,14 +129,21 @@ def _wds_ids(pipeline) -> list[int]:
     return [int(k) for *_, keys in pipeline for k in keys]
 
 
+def _raised(exc_type, fn, *args) -> str:
+    """The message of the ``exc_type`` that ``fn(*args)`` raises. Its traceback is dropped
+    here: it holds the loader's iterator, whose workers torch stops when that goes."""
+    with pytest.raises(exc_type) as info:
+        fn(*args)
+    return str(info.value)
+
+
 def test_truncated_tar_kit_stream_names_shard_and_sizes(cut_tar):
     bad, size, member, need, whole, _ = cut_tar
-    loader = lk.make_loader(lk.TarShardStream(bad.parent, shuffle_shards=False), batch_size=32,
-                            num_workers=2, timeout=30)
-    with pytest.raises(lk.DataFormatError) as info:
-        epoch_ids(loader)
+    loader = DataLoader(lk.TarShardStream(bad.parent, shuffle_shards=False), batch_size=32,
+                        num_workers=2, timeout=30)
+    msg = _raised(lk.DataFormatError, epoch_ids, loader)
     assert (f"{bad}: the shard is truncated ({size} bytes, member {member} needs {need}); "
-            f"{len(whole)} samples readable before the cut") in str(info.value)
+            f"{len(whole)} samples readable before the cut") in msg
 
 
 def test_truncated_tar_webdataset_default_handler_raises_naming_the_shard(cut_tar):
@@ -192,11 +206,9 @@ def test_truncated_npy_shard_fails_when_the_stream_is_built(ci_fixture, tmp_path
 def test_truncated_npy_sample_file_through_workers(ci_fixture, tmp_path):
     fx = ci_fixture("sample_files")
     bad = lk.damaged_copy(fx, tmp_path / "files", "truncate", file="samples/0000005.npy", at=0.5)
-    loader = lk.make_loader(lk.NpyFilesDataset(bad.parents[1]), batch_size=4, num_workers=2,
-                            timeout=30)
-    with pytest.raises(lk.DataFormatError) as info:
-        epoch_ids(loader)
-    msg = str(info.value)
+    loader = DataLoader(lk.NpyFilesDataset(bad.parents[1]), batch_size=4, num_workers=2,
+                        timeout=30)
+    msg = _raised(lk.DataFormatError, epoch_ids, loader)
     assert f"{bad}: cannot read sample 5" in msg and "Expected (256,) = 256 elements" in msg
 
 
@@ -236,8 +248,8 @@ def test_damaged_parquet_row_group_fails_naming_file_and_row_group(pq_fx, tmp_pa
     at = features.data_page_offset / src.stat().st_size  # the data page header of group 1
     bad = lk.damaged_copy(pq_fx, tmp_path / "pq", "flip", file=src.name, at=at, length=64)
     lk.open_parquet(bad)  # the footer is intact: the file opens
-    loader = lk.make_loader(lk.ParquetRowGroups(bad.parent, batch_size=512), batch_size=None,
-                            num_workers=2, timeout=30)
+    loader = DataLoader(lk.ParquetRowGroups(bad.parent, batch_size=512), batch_size=None,
+                        num_workers=2, timeout=30)
     with pytest.raises(lk.DataFormatError, match=re.escape(
             f"{bad}: row group 1 of {meta.num_row_groups} cannot be read (")):
         epoch_ids(loader)
@@ -256,27 +268,22 @@ def bad_images(ci_fixture, tmp_path):
 
 
 def test_corrupt_jpeg_raises_naming_file_sample_and_decoder(bad_images):
-    loader = lk.make_loader(lk.ImageFolderDataset(bad_images), batch_size=8, num_workers=2,
-                            timeout=30)
-    with pytest.raises(lk.DataFormatError) as info:
-        epoch_ids(loader)
+    loader = DataLoader(lk.ImageFolderDataset(bad_images), batch_size=8, num_workers=2,
+                        timeout=30)
+    msg = _raised(lk.DataFormatError, epoch_ids, loader)
     # batch 1 (ids 8-15) comes before batch 2 (ids 16-23): sample 10's error is raised
     assert (f"{bad_images / 'images/0000010.jpg'}: sample 10 is not a decodable JPEG (pil: "
-            "OSError: ") in str(info.value)
+            "OSError: ") in msg
 
 
 def test_corrupt_jpeg_skipped_and_counted(bad_images):
     ds = lk.ImageFolderDataset(bad_images, on_error="skip")
-    loader = lk.make_loader(ds, batch_size=16, num_workers=2, timeout=30,
-                            collate_fn=lk.skip_collate)
+    loader = DataLoader(ds, batch_size=16, num_workers=2, timeout=30,
+                        collate_fn=lk.skip_collate)
     skipped, ids = 0, []
-    it = iter(loader)
-    try:
-        for batch in it:
-            skipped += batch["skipped"]
-            ids += batch["id"].tolist()
-    finally:
-        lk.shutdown(it)
+    for batch in loader:  # a whole epoch: torch stops the workers at its end
+        skipped += batch["skipped"]
+        ids += batch["id"].tolist()
     assert skipped == 2 and len(ids) == len(ds) - 2 == len(set(ids))
     assert sorted(set(range(len(ds))) - set(ids)) == [10, 20]
 
@@ -393,82 +400,69 @@ def test_transient_503_is_retried_and_every_sample_arrives_once(wds_fx):
 @pytest.mark.parametrize("fault", [lk.Fault("status", path="shard-00001.tar", code=503),
                                    lk.Fault("stall", path="shard-00001.tar", stall_s=60)],
                          ids=["503-always", "stall"])
-def test_server_that_never_answers_is_ended_by_the_loader_timeout(wds_fx, fault, live_workers):
+def test_server_that_never_answers_is_ended_by_the_loader_timeout(wds_fx, fault):
     """curl retries a 503 for a minute, and waits on a stall for as long: timeout= ends both."""
     with lk.serve(wds_fx, faults=[fault]) as srv:
-        loader = lk.make_loader(_wds_pipeline(srv.urls("*.tar")), batch_size=None,
-                                num_workers=1, timeout=2)
+        loader = DataLoader(_wds_pipeline(srv.urls("*.tar")), batch_size=None, num_workers=1,
+                            timeout=2)
         got, it = [], iter(loader)
         t0 = time.monotonic()
-        try:
-            with pytest.raises(RuntimeError) as info:
-                for batch in it:
-                    got += [int(k) for k in batch[-1]]
-                    t0 = time.monotonic()
-            waited = time.monotonic() - t0
-            left = live_workers()
-        finally:
-            lk.shutdown(it)
+        with pytest.raises(RuntimeError) as info:
+            for batch in it:
+                got += [int(k) for k in batch[-1]]
+                t0 = time.monotonic()
+        waited, msg = time.monotonic() - t0, str(info.value)
+        del info, it  # the last references: torch stops the worker (joined 5 s, then killed)
+        left = _none_left()
         url = srv.url_for("shard-00001.tar")
     hits = [r.fault for r in srv.log if r.path == "shard-00001.tar"]  # a stall is logged at stop
     # shard 0 but its last batch: sample 127 is complete only when the next key arrives
     assert got == list(range(112))
-    assert re.match(r"DataLoader timed out after 2 seconds: worker 0 \(pid \d+\) has not "
-                    r"delivered batch 7 \(", str(info.value)), str(info.value)
-    assert 2 <= waited < 6 and left == []  # the loader stopped its worker itself
+    assert msg == "DataLoader timed out after 2 seconds"
+    assert 2 <= waited < 6 and left == []
     assert hits and set(hits) == {str(fault)}
     assert _no_curl_left(url)  # the orphaned curl ends with the server
 
 
+def _none_left(within_s: float = 15.0) -> list:
+    """The worker processes still alive once they have had ``within_s`` to end."""
+    deadline = time.monotonic() + within_s
+    while (left := worker_processes()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
 # -- worker crash, worker hang ----------------------------------------------------------------
 
+# torch's words for a dead worker: its own check ("pid(s)"), which also wraps its SIGCHLD
+# handler's error ("exited unexpectedly with exit code 3", "is killed by signal: ...")
+_DEAD = r"^DataLoader worker \(pid(\(s\))? \d+\) (exited unexpectedly|is killed by signal)"
 
-@pytest.mark.parametrize("context, how, death", [
-    ("fork", "exit", r"exited with code 3 \(the dataset code"),
-    ("fork", "SIGSEGV", r"was killed by SIGSEGV: a crash in native code"),
-    ("fork", "SIGKILL", r"was killed by SIGKILL: killed from outside, most often by the "
-                        r"out-of-memory killer"),
-    ("forkserver", "SIGSEGV", r"was killed by SIGSEGV"),
+
+@pytest.mark.parametrize("context, how, timeout", [
+    ("fork", "exit", 30), ("fork", "SIGSEGV", 30), ("fork", "SIGKILL", 30),
+    ("spawn", "SIGKILL", 30), ("forkserver", "exit", 15),
 ])
-def test_worker_crash_is_reported_within_seconds_naming_the_worker(context, how, death,
-                                                                   live_workers):
-    # index 10 is in batch 2, worker 0's second batch; timeout=60 as make_loader's default
-    loader = lk.make_loader(BreaksAt(how=how), batch_size=4, num_workers=2, timeout=60,
-                            multiprocessing_context=context)
-    t0 = time.monotonic()
-    it = iter(loader)
-    try:
-        with pytest.raises(RuntimeError) as info:
-            for _ in it:
-                pass
-        seconds = time.monotonic() - t0
-        left = live_workers()
-    finally:
-        lk.shutdown(it)
-    # forkserver: no SIGCHLD reaches the loader; before the 0.5 s health poll it took 60 s
-    assert seconds < 30, f"{seconds:.0f} s to notice a dead worker"
-    assert re.search(r"^DataLoader worker \(pid\(s\) \d+\) exited unexpectedly: worker 0 "
-                     rf"\(pid \d+\) {death}", str(info.value)), str(info.value)
-    assert left == []  # its other worker was stopped with it
+def test_worker_crash_is_a_runtime_error_and_del_it_leaves_no_worker(context, how, timeout):
+    """A worker dies reading its first item (no batch of its in flight). fork and spawn
+    workers are this process's children: SIGCHLD reports the death in seconds. A forkserver
+    worker is the fork server's child: torch finds it dead only when timeout= runs out."""
+    r = break_a_loader(context, how, timeout)
+    assert r["error"] and r["error"]["type"] == "RuntimeError", r
+    assert re.search(_DEAD, r["error"]["message"]), r
+    if context == "forkserver":
+        assert r["noticed_s"] > timeout / 2, r  # at the timeout, not before
+    else:
+        assert r["noticed_s"] < timeout / 2, r  # in seconds, not the timeout
+    assert r["left"] == 0, r  # del it: torch stopped the other worker
 
 
-def test_worker_hang_ends_at_the_timeout_naming_the_worker_and_batch(live_workers):
-    loader = lk.make_loader(BreaksAt(how="hang"), batch_size=4, num_workers=2, timeout=1)
-    it = iter(loader)
-    got = []
-    t0 = time.monotonic()
-    try:
-        with pytest.raises(RuntimeError) as info:
-            for batch in it:
-                got += batch.tolist()
-        seconds = time.monotonic() - t0
-        left = live_workers()
-    finally:
-        lk.shutdown(it)
-    assert re.match(r"DataLoader timed out after 1 seconds: worker 0 \(pid \d+\) has not "
-                    r"delivered batch 2 \(", str(info.value)), str(info.value)
-    assert got == [0, 1, 2, 3, 4, 5, 6, 7]  # batches 0 and 1; batch 2 holds index 10
-    assert seconds < 5 and left == []  # the hung worker was killed, not joined for 5 s
+def test_worker_hang_ends_at_the_timeout_and_del_it_leaves_no_worker():
+    r = break_a_loader("fork", "hang", 2, bad=10)  # index 10: batch 2, worker 0's second
+    assert r["error"] == {"type": "RuntimeError",
+                          "message": "DataLoader timed out after 2 seconds"}, r
+    assert r["got"] == [0, 1, 2, 3, 4, 5, 6, 7]  # batches 0 and 1
+    assert 1.5 <= r["noticed_s"] < 10 and r["left"] == 0, r
 
 
 # -- spawn and forkserver ---------------------------------------------------------------------
@@ -476,33 +470,47 @@ def test_worker_hang_ends_at_the_timeout_naming_the_worker_and_batch(live_worker
 
 @pytest.mark.parametrize("context", ["spawn", "forkserver"])
 def test_start_method_kit_stream_exactly_once(wds_fx, context):
-    loader = lk.make_loader(lk.TarShardStream(wds_fx, seed=0, buffer_size=16), batch_size=64,
-                            num_workers=2, timeout=60, multiprocessing_context=context)
+    loader = DataLoader(lk.TarShardStream(wds_fx, seed=0, buffer_size=16), batch_size=64,
+                        num_workers=2, timeout=60, multiprocessing_context=context)
     result = lk.audit(epoch_ids(loader), wds_fx.samples)
     assert result.ok, result.table()
 
 
-class NotebookCellDataset(BreaksAt):
-    """Stands for a Dataset defined in a notebook cell: it lives in ``__main__``."""
+_NOTEBOOK_CELL = """
+import json, time
+from torch.utils.data import DataLoader, Dataset
+
+class CellDataset(Dataset):  # defined in __main__, as in a notebook cell
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return i
+
+t0 = time.monotonic()
+try:
+    next(iter(DataLoader(CellDataset(), batch_size=4, num_workers=1, timeout=60,
+                         multiprocessing_context="spawn")))
+    out = {"error": None}
+except Exception as e:
+    out = {"error": type(e).__name__, "message": str(e)}
+out["seconds"] = time.monotonic() - t0
+print(json.dumps(out))
+"""
 
 
-def test_spawn_worker_cannot_import_a_notebook_cell_class(monkeypatch, live_workers):
-    monkeypatch.setattr(NotebookCellDataset, "__module__", "__main__")
-    monkeypatch.setattr(sys.modules["__main__"], "NotebookCellDataset", NotebookCellDataset,
-                        raising=False)
-    loader = lk.make_loader(NotebookCellDataset(), batch_size=4, num_workers=1, timeout=60,
-                            multiprocessing_context="spawn")
-    t0 = time.monotonic()
-    it = iter(loader)
-    try:
-        with pytest.raises(RuntimeError) as info:
-            next(it)
-        seconds = time.monotonic() - t0
-    finally:
-        lk.shutdown(it)
-    assert re.search(r"worker 0 \(pid \d+\) exited with code 1: .* a dataset class the worker "
-                     r"cannot import, e\.g\. one defined in a notebook cell", str(info.value))
-    assert seconds < 30 and live_workers() == []
+def test_spawn_worker_cannot_import_a_notebook_cell_class():
+    """In a process of its own: the worker dies (exit code 1), this is a worker death."""
+    import json
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", _NOTEBOOK_CELL], capture_output=True, text=True,
+                       timeout=120)
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["error"] == "RuntimeError" and re.search(_DEAD, out["message"]), out
+    assert out["seconds"] < 30, out  # SIGCHLD, not the timeout
+    # the worker's own traceback, on the stderr it shares with its parent
+    assert "AttributeError: Can't get attribute 'CellDataset' on <module '__main__'" in r.stderr
 
 
 # -- interrupt mid-epoch, then resume ---------------------------------------------------------
@@ -554,7 +562,7 @@ def test_interrupt_mid_epoch_then_resume_loses_and_repeats_nothing(wds_fx, who, 
                     time.sleep(5)  # the KeyboardInterrupt arrives before this ends
         state = pickle.loads(pickle.dumps(loader.state_dict()))  # what a restart keeps
     finally:
-        lk.shutdown(it)
+        del it, loader  # a StatefulDataLoader keeps its iterator: both go, then its workers
     resumed = make()
     resumed.load_state_dict(state)
     after = epoch_ids(resumed)
