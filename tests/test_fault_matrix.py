@@ -312,35 +312,35 @@ def test_unknown_fixture_lists_the_known_ones():
 
 
 def test_never_generated_fixture_is_generated_once(ci_fixture, own_data):
-    first = lk.fixture("tokens", "ci", progress=False)
-    again = lk.fixture("tokens", "ci", progress=False)
+    first = lk.fixture("array", "ci", progress=False)
+    again = lk.fixture("array", "ci", progress=False)
     assert (first.status, again.status) == ("generated", "cached")
-    assert first.digest == again.digest == ci_fixture("tokens").digest
+    assert first.digest == again.digest == ci_fixture("array").digest
     assert first.path.parent.parent == own_data
 
 
 def test_checksum_mismatch_says_actual_and_expected_and_repair_restores(ci_fixture, own_data):
-    good = ci_fixture("tokens")
+    good = ci_fixture("array")
     rel = next(iter(good.manifest["files"]))
-    bad = lk.damaged_copy(good, own_data / "ci" / "tokens", "flip", file=rel, at=0.5, length=8)
+    bad = lk.damaged_copy(good, own_data / "ci" / "array", "flip", file=rel, at=0.5, length=8)
     actual = hashlib.sha256(bad.read_bytes()).hexdigest()
     with pytest.raises(lk.FixtureError) as info:
-        lk.fixture("tokens", "ci", progress=False)
+        lk.fixture("array", "ci", progress=False)
     assert (f"{bad}: sha256 {actual[:12]}... does not match the manifest's "
             f"{good.manifest['files'][rel]['sha256'][:12]}...") in str(info.value)
-    fixed = lk.fixture("tokens", "ci", progress=False, repair=True)
+    fixed = lk.fixture("array", "ci", progress=False, repair=True)
     assert (fixed.status, fixed.digest) == ("repaired", good.digest)
 
 
 def test_checksum_mismatch_with_mtime_restored_needs_verify_all(ci_fixture, own_data):
-    good = ci_fixture("tokens")
+    good = ci_fixture("array")
     rel = next(iter(good.manifest["files"]))
-    bad = lk.damaged_copy(good, own_data / "ci" / "tokens", "flip", file=rel, at=0.5, length=8)
+    bad = lk.damaged_copy(good, own_data / "ci" / "array", "flip", file=rel, at=0.5, length=8)
     os.utime(bad, ns=(bad.stat().st_atime_ns, good.manifest["files"][rel]["mtime_ns"]))
     # the fast check trusts size + mtime (documented); only a full check hashes every byte
-    assert lk.fixture("tokens", "ci", progress=False).status == "cached"
+    assert lk.fixture("array", "ci", progress=False).status == "cached"
     with pytest.raises(lk.FixtureError, match=re.escape(f"{bad}: sha256 ")):
-        lk.fixture("tokens", "ci", progress=False, verify_all=True)
+        lk.fixture("array", "ci", progress=False, verify_all=True)
 
 
 # -- server latency, dropped connection, 5xx ---------------------------------------------------

@@ -38,11 +38,11 @@ def test_suggest_enough_workers_with_headroom():
     assert s.num_workers == 3 and s.limited_by == "step"  # 25 x 1.2 / 10 = 3.0
     assert s.capacity_ratio == pytest.approx(30 / 25)
     assert s.loader_kwargs() == {"num_workers": 3, "prefetch_factor": 2,
-                                 "persistent_workers": True, "timeout": 60.0}
+                                 "persistent_workers": True}
     # within torch's rules: no prefetch_factor or persistent workers without workers
     none = dataclasses.replace(s, num_workers=0)
     assert none.loader_kwargs() == {"num_workers": 0, "prefetch_factor": None,
-                                    "persistent_workers": False, "timeout": 0}
+                                    "persistent_workers": False}
 
 
 def test_suggest_capped_by_cores_says_so():

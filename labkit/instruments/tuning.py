@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import Dataset
 
-from ..loading.loaders import WORKER_TIMEOUT_S
 from ..records.machine import _threadpools
 from .audits import worker_tag
 
@@ -93,13 +92,13 @@ class Suggestion:
         return self.expected_capacity / self.step_batches_per_s
 
     def loader_kwargs(self) -> dict:
-        """The knobs for ``DataLoader(ds, batch_size=..., **suggestion.loader_kwargs())``,
-        within torch's rules (no ``prefetch_factor``, persistent workers or ``timeout`` without
-        workers)."""
+        """The tuning knobs, for ``DataLoader(ds, batch_size=..., timeout=...,
+        **suggestion.loader_kwargs())``, within torch's rules (no ``prefetch_factor`` or
+        persistent workers without workers; the caller's ``timeout=`` only with workers)."""
         workers = self.num_workers > 0
         return {"num_workers": self.num_workers,
                 "prefetch_factor": self.prefetch_factor if workers else None,
-                "persistent_workers": workers, "timeout": WORKER_TIMEOUT_S if workers else 0}
+                "persistent_workers": workers}
 
 
 def suggest_loader(worker_batches_per_s: float, step_batches_per_s: float, *,

@@ -1,4 +1,4 @@
-"""Worker processes a DataLoader leaves behind, found by public means (chapters 01, 03, 09, 13).
+"""Worker processes a DataLoader leaves behind, found by public means (ch. 01, 03-04, 09, 13).
 
 The kit builds no loader for a chapter: each one types ``torch.utils.data.DataLoader(...)``,
 and its workers stop the way torch stops them, when the last reference to the iterator goes

@@ -7,6 +7,7 @@ from torch.utils.data import DataLoader
 from ...instruments.meter import measure, simulated_step
 from ...instruments.stats import judge, overall
 from ...instruments.tuning import WorkDataset, suggest_loader, usable_cores
+from ...loading.loaders import WORKER_TIMEOUT_S
 from .registry import benchmark
 
 CAPACITY_GOAL = 1.2
@@ -52,7 +53,8 @@ def prefetch(ms_per_sample: float = 2.0, batch_size: int = 32, batches: int = 24
 
     step_rate = step_rate_of(step)
     s = suggest_loader(worker_rate, step_rate, cores=usable_cores())
-    tuned = DataLoader(ds, batch_size=batch_size, **s.loader_kwargs())
+    tuned = DataLoader(ds, batch_size=batch_size, **s.loader_kwargs(),
+                       timeout=WORKER_TIMEOUT_S if s.num_workers else 0)
     try:
         m_capacity = measure(tuned, repeats=repeats, name="tuned alone")
         capacity = m_capacity.best_samples_per_s / batch_size
