@@ -42,3 +42,5 @@ def runs_dir() -> Path:
     """Where ``labkit run`` puts executed notebooks and records, and chapter 13 its traces
     (git-ignored; LABKIT_RUNS overrides)."""
     return _env_path("LABKIT_RUNS", REPO_ROOT / "runs")
+
+__all__ = ["runs_dir"]

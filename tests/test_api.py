@@ -37,18 +37,18 @@ def test_flat_lk_is_small():
 
 
 def test_every_public_name_is_used():
-    """A public name that no notebook, CLI command (``labkit/tools``) or contract test
-    (``tests/contracts.py``) uses is not public: delete it, or import it from its module."""
+    """A public name that no notebook (its code or its text), CLI command (``labkit/tools``)
+    or contract test (``tests/contracts.py``) uses is not public: delete it, or import it
+    from its module."""
     import json
     import re
     from pathlib import Path
 
     root = Path(lk.__file__).resolve().parents[1]
-    code = []
+    cells = []  # code and prose: a name a chapter's text teaches is used too
     for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        code += ["".join(c["source"]) for c in json.loads(nb.read_text())["cells"]
-                 if c["cell_type"] == "code"]
-    text = "\n".join(code)
+        cells += ["".join(c["source"]) for c in json.loads(nb.read_text())["cells"]]
+    text = "\n".join(cells)
     tools = "\n".join(p.read_text() for p in (root / "labkit" / "tools").rglob("*.py"))
     contracts = (root / "tests" / "contracts.py").read_text()
     unused = []

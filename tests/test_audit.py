@@ -54,13 +54,13 @@ class _Tagged(IterableDataset):
     """The trap: every worker yields every id."""
 
     def __iter__(self):
-        tag = lk.worker_tag()
+        tag = lk.instruments.worker_tag()
         for i in range(6):
             yield tag, i
 
 
 def test_worker_tag_in_workers():
-    assert lk.worker_tag() == "main"
+    assert lk.instruments.worker_tag() == "main"
     loader = DataLoader(_Tagged(), batch_size=None, num_workers=2, timeout=30)
     a = lk.audit([(t, i) for t, i in loader], 6)
     assert sorted(a.per_source) == ["worker0", "worker1"] and a.duplicates == 6
@@ -70,10 +70,11 @@ def test_worker_tag_reads_rank(monkeypatch):
     """torchrun sets RANK and WORLD_SIZE; the label is the streams' own (Place.source)."""
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert lk.worker_tag() == "rank1/main"
+    assert lk.instruments.worker_tag() == "rank1/main"
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")
-    assert lk.worker_tag() == "main"  # one rank: no rank prefix, as every stream labels it
+    # one rank: no rank prefix, as every stream labels it
+    assert lk.instruments.worker_tag() == "main"
 
 
 @pytest.mark.parametrize("how", ["truncate", "flip", "zero", "delete"])

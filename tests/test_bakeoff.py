@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.capstone.bakeoff import adapters as bakeoff
+from labkit.capstone.bakeoff.adapters import build_loader, probe_loader
 from tests.contracts import check_exactly_once
 
 SAMPLES = 48
@@ -19,10 +20,10 @@ SAMPLES = 48
 
 @pytest.fixture(scope="module")
 def data(ci_fixture, tmp_path_factory):
-    d = lk.prepare_bakeoff(ci_fixture("images"), tmp_path_factory.mktemp("bake"),
+    d = lk.capstone.prepare_bakeoff(ci_fixture("images"), tmp_path_factory.mktemp("bake"),
                            samples=SAMPLES, shards=4, row_group=8)
     yield d
-    lk.cleanup_bakeoff(d)
+    lk.capstone.cleanup_bakeoff(d)
 
 
 def test_formats_written_and_timed(data):
@@ -32,20 +33,20 @@ def test_formats_written_and_timed(data):
     assert len(data.formats["tar"]) == len(data.formats["parquet"]) == 4
 
 
-CORE = lk.loader_names(core_only=True)
+CORE = lk.capstone.loader_names(core_only=True)
 
 
 def test_core_loaders_are_the_promised_ones():
     assert CORE == ["torch map-style", "torch IterableDataset", "WebDataset",
                     "HF datasets streaming", "Arrow", "torchdata.nodes", "StatefulDataLoader",
                     "LMDB", "HDF5", "WebDataset over S3"]
-    assert all(lk.probe_loader(bakeoff.get_adapter(n))[0] for n in CORE)
+    assert all(probe_loader(bakeoff.get_adapter(n))[0] for n in CORE)
 
 
 @pytest.mark.parametrize("name", CORE)
 def test_core_loader_delivers_every_id_once(data, name):
     def make(rank, world_size, num_workers):
-        return lk.build_loader(name, data, batch_size=8, num_workers=num_workers)
+        return build_loader(name, data, batch_size=8, num_workers=num_workers)
 
     # one rank: the adapters split over workers; ranks are chapter 04's contract
     check_exactly_once(make, SAMPLES, workers=(0, 2), world_sizes=(1,))
@@ -54,7 +55,7 @@ def test_core_loader_delivers_every_id_once(data, name):
 def test_batches_have_the_same_shape_everywhere(data, ci_fixture):
     size = ci_fixture("images").meta["size"]
     for name in CORE:
-        loader = lk.build_loader(name, data, batch_size=8, num_workers=0)
+        loader = build_loader(name, data, batch_size=8, num_workers=0)
         it = iter(loader)
         batch = next(it)
         del it  # a generator's finally runs now (the S3 row's); no workers to stop here
@@ -71,7 +72,7 @@ def test_absent_library_is_skipped_with_reason_and_install(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name.startswith("ray") else real(name, *a))
-    ok, why = lk.probe_loader(bakeoff.get_adapter("Ray Data"))
+    ok, why = probe_loader(bakeoff.get_adapter("Ray Data"))
     assert not ok
     assert "ray is not installed" in why and "pip install 'ray[data]'" in why
 
@@ -81,7 +82,7 @@ def test_dali_needs_cuda_says_so(monkeypatch):
                         lambda *a: (False, "no CUDA device"))
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
     monkeypatch.setattr(bakeoff.importlib, "import_module", lambda name: None)
-    ok, why = lk.probe_loader(bakeoff.get_adapter("DALI"))
+    ok, why = probe_loader(bakeoff.get_adapter("DALI"))
     assert not ok and "needs a CUDA GPU" in why and "no CUDA device" in why
 
 
@@ -89,7 +90,7 @@ def test_run_bakeoff_skips_absent_and_measures_baseline(data, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "petastorm" else real(name, *a))
-    results = lk.run_bakeoff(data, lambda batch: None, names=["Arrow", "Petastorm"],
+    results = lk.capstone.run_bakeoff(data, lambda batch: None, names=["Arrow", "Petastorm"],
                              num_workers=0, repeats=1, warmup=0, batch_size=8)
     assert [r.name for r in results] == ["torch map-style", "Arrow", "Petastorm",
                                          "torch map-style (again)"]
@@ -99,9 +100,9 @@ def test_run_bakeoff_skips_absent_and_measures_baseline(data, monkeypatch):
     assert results[0].audit.ok and results[3].audit.ok
     assert results[1].ok and results[1].audit.ok and results[1].conversion_s is not None
     assert results[2].skipped and "pyarrow.filesystem" in results[2].skipped
-    table = lk.format_bakeoff(results)
+    table = lk.capstone.format_bakeoff(results)
     assert "skipped: petastorm is not installed" in table
-    assert lk.plot_bakeoff(results) is not None
+    assert lk.display.plot_bakeoff(results) is not None
     row = results[2].as_dict()
     assert row["samples_per_s"] is None and row["skipped"]
 
@@ -113,10 +114,10 @@ def test_a_loader_that_drops_samples_is_caught(data, monkeypatch):
     fake = bakeoff.LoaderAdapter("Arrow", "pyarrow", ("pyarrow",), "pip install pyarrow",
                                  dropping)
     monkeypatch.setattr(bakeoff, "ADAPTERS", (bakeoff.ADAPTERS[0], fake))
-    results = lk.run_bakeoff(data, lambda batch: None, names=["Arrow"], num_workers=0,
+    results = lk.capstone.run_bakeoff(data, lambda batch: None, names=["Arrow"], num_workers=0,
                              repeats=1, warmup=0, batch_size=8, recheck_baseline=False)
     assert not results[1].audit.ok and results[1].audit.missing == 8
-    assert "NO: 0 duplicates, 8 missing" in lk.format_bakeoff(results)
+    assert "NO: 0 duplicates, 8 missing" in lk.capstone.format_bakeoff(results)
 
 
 def test_unknown_loader_and_format():
@@ -127,7 +128,7 @@ def test_unknown_loader_and_format():
 
 
 def test_bench_bakeoff_runs_tiny():
-    out = lk.run_benchmark("bakeoff", scale="ci", samples=32, num_workers=0, repeats=1,
+    out = lk.tools.run_benchmark("bakeoff", scale="ci", samples=32, num_workers=0, repeats=1,
                            names=["Arrow"])
     for key in ("baseline_samples_per_s", "baseline_drift", "ratios", "skipped", "loaders",
                 "goal_met", "conversion_s", "versions"):
@@ -172,7 +173,7 @@ def test_petastorm_row_says_exactly_why_and_this_test_fails_once_petastorm_would
     """Petastorm's row stays honest: it cannot run next to pyarrow >= 15. CI installs it
     (``.ci/run``, no dependencies: the import fails before they matter), so the real import
     is checked; when a release imports here, this test fails and the row can be measured."""
-    ok, why = lk.probe_loader(bakeoff.get_adapter("Petastorm"))
+    ok, why = probe_loader(bakeoff.get_adapter("Petastorm"))
     assert not ok and "pyarrow.filesystem, which pyarrow 15 removed" in why
     if importlib.util.find_spec("petastorm") is not None:
         assert "does not load here (ModuleNotFoundError: No module named " \

@@ -9,6 +9,7 @@ import torch
 from torch.utils.data import DataLoader, Subset
 
 import labkit as lk
+from labkit.capstone.pipeline import measure_audited
 from tests.contracts import check_exactly_once
 
 TIMEOUT_S = 60  # a stuck worker fails the test instead of hanging it
@@ -21,12 +22,12 @@ def images(ci_fixture):
 
 @pytest.fixture(scope="module")
 def packed(images, tmp_path_factory):
-    return lk.pack_images(images, tmp_path_factory.mktemp("packed"))
+    return lk.images.pack_images(images, tmp_path_factory.mktemp("packed"))
 
 
 def test_packed_equals_the_folder(images, packed):
     folder = lk.ImageFolderDataset(images)
-    ds = lk.PackedImages(packed)
+    ds = lk.images.PackedImages(packed)
     assert len(ds) == len(folder) == images.samples
 
     def ids_images(d):
@@ -41,7 +42,7 @@ def test_packed_exactly_once_over_workers(packed):
     def make(rank, world_size, num_workers):
         sampler = torch.utils.data.DistributedSampler(
             range(64), num_replicas=world_size, rank=rank, shuffle=False)
-        ds = Subset(lk.PackedImages(packed), range(64))
+        ds = Subset(lk.images.PackedImages(packed), range(64))
         return DataLoader(ds, batch_size=8, num_workers=num_workers, sampler=sampler,
                           timeout=TIMEOUT_S if num_workers else 0)
 
@@ -50,24 +51,24 @@ def test_packed_exactly_once_over_workers(packed):
 
 def test_packed_bad_input_names_the_file(packed, tmp_path):
     with pytest.raises(lk.DataFormatError, match="index.npy: not found"):
-        lk.PackedImages(tmp_path)
+        lk.images.PackedImages(tmp_path)
     cut = tmp_path / "cut"
     cut.mkdir()
     (cut / "index.npy").write_bytes((packed / "index.npy").read_bytes())
     (cut / "images.bin").write_bytes((packed / "images.bin").read_bytes()[:100])
     with pytest.raises(lk.DataFormatError, match=r"images.bin: expected \d+ bytes .*found 100"):
-        lk.PackedImages(cut)
+        lk.images.PackedImages(cut)
 
 
 def test_pack_missing_file_names_it(images, tmp_path):
     src = tmp_path / "src"
     lk.damaged_copy(images, src, "delete", file="images/0000003.jpg")
     with pytest.raises(lk.DataFormatError, match="0000003.jpg: cannot read sample 3"):
-        lk.pack_images(src, tmp_path / "out")
+        lk.images.pack_images(src, tmp_path / "out")
 
 
 def test_steps_change_one_thing_each():
-    steps = lk.tuning_steps(num_workers=2, decoder="opencv", big_batch_size=64)
+    steps = lk.capstone.tuning_steps(num_workers=2, decoder="opencv", big_batch_size=64)
     assert [s.name for s in steps] == ["naive", "format", "workers", "persistent", "prefetch",
                                        "decode", "batching"]
     assert steps[0].config == {"format": "files", "decoder": "pil", "num_workers": 0,
@@ -84,7 +85,7 @@ def test_steps_change_one_thing_each():
     # both need workers: tried with them even where the "workers" change was reverted
     assert all(s.config["num_workers"] == 2 for s in steps[3:5])
     with pytest.raises(ValueError, match="choose one of"):
-        lk.tuning_steps(decoder="magic")
+        lk.capstone.tuning_steps(decoder="magic")
 
 
 def loader_factory(images, packed, samples):
@@ -93,7 +94,7 @@ def loader_factory(images, packed, samples):
         if config["format"] == "files":
             ds = lk.ImageFolderDataset(images, decoder=config["decoder"])
         else:
-            ds = lk.PackedImages(packed, decoder=config["decoder"])
+            ds = lk.images.PackedImages(packed, decoder=config["decoder"])
         nw = config["num_workers"]
         return DataLoader(Subset(ds, range(samples)), batch_size=config["batch_size"],
                           shuffle=True, generator=torch.Generator().manual_seed(0),
@@ -104,7 +105,7 @@ def loader_factory(images, packed, samples):
 
 
 def test_run_tuning_audits_every_step(images, packed, live_workers):
-    steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
+    steps = lk.capstone.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
     steps = [steps[0], steps[1], steps[2], steps[3], steps[6]]  # + persistent workers
     seen, alive, before = [], [], {p.pid for p in live_workers()}
 
@@ -112,43 +113,45 @@ def test_run_tuning_audits_every_step(images, packed, live_workers):
         seen.append(result)
         alive.append(len([p for p in live_workers() if p.pid not in before]))
 
-    results = lk.run_tuning(steps, loader_factory(images, packed, 48), lk.image_train_step(),
-                            samples=48, pairs=2, warmup=0, on_step=on_step)
+    results = lk.capstone.run_tuning(steps, loader_factory(images, packed, 48),
+                                     lk.capstone.image_train_step(),
+                                     samples=48, pairs=2, warmup=0, on_step=on_step)
     assert len(seen) == 5 and alive == [0] * 5
     for r in results:
         assert r.audit.ok and r.audit.expected == 48, r.step.name
         assert r.samples_per_s > 0
-    assert results[0].kept and lk.tuned_result(results).kept
-    table = lk.format_tuning(results)
+    assert results[0].kept and lk.capstone.tuned_result(results).kept
+    table = lk.capstone.format_tuning(results)
     assert table.splitlines()[2].startswith("naive") and "x naive" in table
-    assert lk.plot_tuning(results) is not None
+    assert lk.display.plot_tuning(results) is not None
 
 
 @pytest.mark.parametrize("min_gain", [0.0, 1e9])
 def test_a_change_that_does_not_help_is_reverted(images, packed, min_gain):
     """Each change runs on the best configuration so far; a reverted one is not carried on."""
-    steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
+    steps = lk.capstone.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
     steps = [steps[0], steps[1], steps[6]]  # files, packed, batch size 16
-    results = lk.run_tuning(steps, loader_factory(images, packed, 32), lk.image_train_step(),
-                            samples=32, pairs=1, warmup=0, min_gain=min_gain)
+    results = lk.capstone.run_tuning(steps, loader_factory(images, packed, 32),
+                                     lk.capstone.image_train_step(),
+                                     samples=32, pairs=1, warmup=0, min_gain=min_gain)
     naive = steps[0].config
     if min_gain == 0.0:  # every change kept: the configs accumulate
         assert [r.kept for r in results] == [True, True, True]
         assert results[2].config == {**naive, "format": "packed", "batch_size": 16}
-        assert lk.tuned_result(results) is results[2]
+        assert lk.capstone.tuned_result(results) is results[2]
     else:  # none kept: each change is tried alone on the naive configuration
         assert [r.kept for r in results] == [True, False, False]
         assert results[2].config == {**naive, "batch_size": 16}  # files, not packed
-        assert lk.tuned_result(results) is results[0]
-    assert "no " in lk.format_tuning(results) or min_gain == 0.0
+        assert lk.capstone.tuned_result(results) is results[0]
+    assert "no " in lk.capstone.format_tuning(results) or min_gain == 0.0
     assert {r.verdict for r in results[1:]} == {"pass" if min_gain == 0.0 else "fail"}
 
 
 def test_paired_gain_has_an_interval_and_a_verdict(images, packed):
     """Each change is timed in interleaved pairs against the best config so far."""
-    steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
-    results = lk.run_tuning([steps[0], steps[1]], loader_factory(images, packed, 32),
-                            lk.image_train_step(), samples=32, pairs=3, warmup=0)
+    steps = lk.capstone.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
+    results = lk.capstone.run_tuning([steps[0], steps[1]], loader_factory(images, packed, 32),
+                            lk.capstone.image_train_step(), samples=32, pairs=3, warmup=0)
     r = results[1]
     assert len(r.measurement.passes) == 3 and r.audit.ok
     lo, hi = r.gain_ci
@@ -157,43 +160,44 @@ def test_paired_gain_has_an_interval_and_a_verdict(images, packed):
     assert len(r.ratios) == 3 and (min(r.ratios), max(r.ratios)) == (lo, hi)  # the pairs kept
     assert results[0].verdict == "baseline"
     with pytest.raises(ValueError, match="at least one pair"):
-        lk.run_tuning(steps[:1], loader_factory(images, packed, 32), lk.image_train_step(),
-                      samples=32, pairs=0)
+        lk.capstone.run_tuning(steps[:1], loader_factory(images, packed, 32),
+                               lk.capstone.image_train_step(), samples=32, pairs=0)
 
 
 def test_tuning_result_round_trips_as_json(images, packed, tmp_path):
-    steps = lk.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
-    results = lk.run_tuning([steps[0], steps[1]], loader_factory(images, packed, 32),
-                            lk.image_train_step(), samples=32, pairs=1, warmup=0, min_gain=0.0)
-    path = lk.save_tuning(results, tmp_path / "tuned.json", samples=32)
-    config = lk.load_tuning(path)
+    steps = lk.capstone.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
+    results = lk.capstone.run_tuning([steps[0], steps[1]], loader_factory(images, packed, 32),
+                                     lk.capstone.image_train_step(), samples=32, pairs=1,
+                                     warmup=0, min_gain=0.0)
+    path = lk.capstone.save_tuning(results, tmp_path / "tuned.json", samples=32)
+    config = lk.capstone.load_tuning(path)
     assert config == results[1].config
     loader = loader_factory(images, packed, 8)(config)
     assert sum(len(b["id"]) for b in loader) == 8
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "something else"}')
     with pytest.raises(lk.LabkitError, match="bad.json: not a tuning record"):
-        lk.load_tuning(bad)
+        lk.capstone.load_tuning(bad)
     bad.write_text("{not json")
     with pytest.raises(lk.LabkitError, match="bad.json: not JSON"):
-        lk.load_tuning(bad)
+        lk.capstone.load_tuning(bad)
     with pytest.raises(lk.LabkitError, match="nope.json: cannot read"):
-        lk.load_tuning(tmp_path / "nope.json")
+        lk.capstone.load_tuning(tmp_path / "nope.json")
 
 
 def test_measure_audited_catches_a_repeat():
     batch = {"id": torch.arange(4), "image": torch.zeros(4, 3, 8, 8, dtype=torch.uint8),
              "label": torch.zeros(4, dtype=torch.int64)}
-    m, a = lk.measure_audited(lambda: [batch, batch], lambda b: None, 4, repeats=1, warmup=0)
+    m, a = measure_audited(lambda: [batch, batch], lambda b: None, 4, repeats=1, warmup=0)
     assert not a.ok and a.duplicates == 4
-    assert lk.epoch_rate(m) > 0
+    assert lk.capstone.epoch_rate(m) > 0
 
 
 def test_train_step_learns_deterministically():
     x = {"image": torch.randint(0, 255, (8, 3, 32, 32), dtype=torch.uint8,
                                 generator=torch.Generator().manual_seed(0)),
          "label": torch.arange(8) % 10}
-    a, b = lk.image_train_step(seed=1), lk.image_train_step(seed=1)
+    a, b = lk.capstone.image_train_step(seed=1), lk.capstone.image_train_step(seed=1)
     losses = [a(x) for _ in range(5)]
     assert losses == [b(x) for _ in range(5)]
     assert losses[-1] < losses[0]
@@ -205,13 +209,14 @@ def test_train_step_on_the_gpu_matches_the_cpu_start():
     x = {"image": torch.randint(0, 255, (8, 3, 32, 32), dtype=torch.uint8,
                                 generator=torch.Generator().manual_seed(0)),
          "label": torch.arange(8) % 10}
-    gpu, cpu = lk.image_train_step(seed=1, device="cuda"), lk.image_train_step(seed=1)
+    gpu = lk.capstone.image_train_step(seed=1, device="cuda")
+    cpu = lk.capstone.image_train_step(seed=1)
     assert next(gpu.model.parameters()).is_cuda and gpu.label.endswith("on cuda")
     assert gpu(x) == pytest.approx(cpu(x), rel=1e-3)   # same weights, same first loss
 
 
 def test_fastest_decoder(images):
-    blobs = lk.file_bytes(images.file_list(".jpg")[:8])
-    name, rates = lk.fastest_decoder(blobs, rounds=1)
-    assert set(rates) == set(lk.available_decoders()) and name in rates
+    blobs = lk.images.file_bytes(images.file_list(".jpg")[:8])
+    name, rates = lk.images.fastest_decoder(blobs, rounds=1)
+    assert set(rates) == set(lk.images.available_decoders()) and name in rates
     assert rates[name] == max(rates.values())

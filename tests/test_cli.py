@@ -241,6 +241,6 @@ def test_bench_mmap_runs_tiny():
 def test_helpers_names_each_helper_a_chapter_calls_with_file_and_line():
     r = labkit("helpers", "08")
     assert r.returncode == 0, r.stderr
-    assert "lk.TarShardStream" in r.stdout and "labkit/streams/tarshards.py:" in r.stdout
+    assert "lk.streams.TarShardStream" in r.stdout and "labkit/streams/tarshards.py:" in r.stdout
     bad = labkit("helpers", "99")
     assert bad.returncode == 2 and "no chapter 99" in bad.stderr

@@ -12,7 +12,7 @@ from labkit.tools import doctor as doc
 
 
 def test_every_check_has_a_name_a_finding_and_a_fix_when_it_fails():
-    checks = lk.doctor()
+    checks = lk.tools.doctor()
     assert [c.name for c in checks] == ["cores", "/dev/shm", "start method", "free-threaded",
                                         "FFmpeg libs", "browser"]
     for c in checks:

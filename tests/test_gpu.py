@@ -9,28 +9,28 @@ import labkit as lk
 
 
 def test_status_is_a_reason_not_an_exception():
-    for probe in (lk.gpu_decode_status, lk.kornia_gpu_status, lk.dali_status):
+    for probe in (lk.images.gpu_decode_status, lk.images.kornia_gpu_status, lk.images.dali_status):
         ok, reason = probe()
         assert isinstance(ok, bool) and isinstance(reason, str) and reason
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
 def test_gpu_paths_refuse_with_the_reason(ci_fixture):
-    blobs = lk.file_bytes(ci_fixture("images").file_list(".jpg")[:2])
+    blobs = lk.images.file_bytes(ci_fixture("images").file_list(".jpg")[:2])
     with pytest.raises(lk.LabkitError, match="GPU JPEG decode cannot run here"):
-        lk.nvjpeg_decode(blobs)
+        lk.images.nvjpeg_decode(blobs)
     with pytest.raises(lk.LabkitError, match="DALI decode cannot run here"):
-        lk.dali_decode_rate([])
+        lk.images.dali_decode_rate([])
 
 
-@pytest.mark.gpu(probe=lk.gpu_decode_status)  # skipped, with the reason, where it cannot run
+@pytest.mark.gpu(probe=lk.images.gpu_decode_status)  # skipped, with the reason, where it cannot run
 def test_nvjpeg_matches_cpu_decode(ci_fixture):
     files = ci_fixture("images").file_list(".jpg")[:16]
-    blobs = lk.file_bytes(files)
-    out = lk.nvjpeg_decode(blobs)
+    blobs = lk.images.file_bytes(files)
+    out = lk.images.nvjpeg_decode(blobs)
     assert len(out) == 16
     for b, x in zip(blobs, out, strict=True):
-        ref = torch.from_numpy(lk.decode_jpeg(b).transpose(2, 0, 1).copy())
+        ref = torch.from_numpy(lk.images.decode_jpeg(b).transpose(2, 0, 1).copy())
         assert x.shape == ref.shape and x.device.type == "cuda"
         # Not pixel-exact in RGB: libjpeg-turbo's "fancy" chroma upsampling and nvJPEG's
         # differ at colour edges (an H200 showed up to 66 levels on these 64x64 stripes).
@@ -40,12 +40,12 @@ def test_nvjpeg_matches_cpu_decode(ci_fixture):
         y, r = x.cpu().float(), ref.float()
         assert ((y - r) * luma).sum(0).abs().max() <= 2
         assert (y - r).abs().mean() < (y - r.flip(0)).abs().mean()
-    r = lk.gpu_decode_rate(blobs, batch_size=8, repeats=1)
+    r = lk.images.gpu_decode_rate(blobs, batch_size=8, repeats=1)
     assert r["samples_per_s"] > 0
 
 
-@pytest.mark.gpu(probe=lk.dali_status)  # skipped, with the reason, where it cannot run
+@pytest.mark.gpu(probe=lk.images.dali_status)  # skipped, with the reason, where it cannot run
 def test_dali_decode(ci_fixture):
-    r = lk.dali_decode_rate(ci_fixture("images").file_list(".jpg")[:64], batch_size=16,
+    r = lk.images.dali_decode_rate(ci_fixture("images").file_list(".jpg")[:64], batch_size=16,
                             repeats=1)
     assert r["samples_per_s"] > 0

@@ -24,7 +24,7 @@ ROWS = np.hstack([np.arange(96, dtype=np.float32)[:, None],
 
 @pytest.fixture(scope="module")
 def store():
-    with lk.s3_store() as s:
+    with lk.objstore.s3_store() as s:
         yield s
 
 
@@ -38,7 +38,7 @@ def ids_of(stream) -> list[int]:
 
 
 def test_store_binds_loopback_and_stops_without_leftovers():
-    with lk.s3_store() as s:
+    with lk.objstore.s3_store() as s:
         pid, port = s.pid, int(s.direct_url.rsplit(":", 1)[1])
         proc = psutil.Process(pid)
         listening = [c.laddr for c in proc.net_connections(kind="inet")
@@ -113,7 +113,7 @@ def test_missing_key_wrong_credentials_not_a_tar_truncated(store, shards):
     s3.put_object(Bucket="bad", Key="notatar.tar", Body=b"hello, not a tar\n" * 64)
     # cut exactly at a member boundary: tarfile itself stops without an error
     s3.put_object(Bucket="bad", Key="boundary.tar", Body=body[:2048])
-    bad = lk.ShardSet("bad", ("gone.tar",), (1,), (1,))
+    bad = lk.objstore.ShardSet("bad", ("gone.tar",), (1,), (1,))
     with pytest.raises(FileNotFoundError, match="s3://bad/gone.tar: no such key"):
         ids_of(S3ShardStream(store.endpoint_url, bad))
     creds = S3ShardStream(store.endpoint_url, shards, client={"access_key": "wrong"})
@@ -122,11 +122,14 @@ def test_missing_key_wrong_credentials_not_a_tar_truncated(store, shards):
     for key, what in (("short.tar", "truncated|cut short"), ("notatar.tar", "not a tar"),
                       ("boundary.tar", "truncated .no end-of-archive marker")):
         with pytest.raises(DataFormatError, match=f"s3://bad/{key}.*({what})"):
-            ids_of(S3ShardStream(store.endpoint_url, lk.ShardSet("bad", (key,), (1,), (1,))))
-    whole = S3ShardStream(store.endpoint_url, lk.ShardSet("unit", shards.keys[:1], (1,), (3,)))
+            one = lk.objstore.ShardSet("bad", (key,), (1,), (1,))
+            ids_of(S3ShardStream(store.endpoint_url, one))
+    first = lk.objstore.ShardSet("unit", shards.keys[:1], (1,), (3,))
+    whole = S3ShardStream(store.endpoint_url, first)
     with pytest.raises(DataFormatError, match=f"s3://unit/{shards.keys[0]} holds .* says 3"):
         ids_of(whole)
-    mixed = lk.ShardSet("bad", ("short.tar", "gone.tar", "notatar.tar"), (1, 1, 1), (1, 1, 1))
+    mixed = lk.objstore.ShardSet("bad", ("short.tar", "gone.tar", "notatar.tar"), (1, 1, 1),
+                                 (1, 1, 1))
     skip = S3ShardStream(store.endpoint_url, mixed, on_error="skip")
     ids_of(skip)
     assert sorted(skip.skipped) == ["gone.tar", "notatar.tar", "short.tar"]

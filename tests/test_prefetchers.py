@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import labkit as lk
+from labkit.loading.prefetchers import CudaStreamPrefetcher, to_device
 from tests.contracts import check_exactly_once, epoch_ids
 
 
@@ -26,24 +27,24 @@ def _no_prefetch_thread_left(timeout: float = 2.0) -> bool:
 
 @pytest.mark.parametrize("depth", [1, 2, 8])
 def test_order_preserved_every_item_once(depth):
-    got = list(lk.ThreadPrefetcher(range(1000), depth=depth))
+    got = list(lk.loading.ThreadPrefetcher(range(1000), depth=depth))
     assert got == list(range(1000))
     assert _no_prefetch_thread_left()
 
 
 def test_reiterable_fresh_thread_per_pass():
-    p = lk.ThreadPrefetcher(range(10))
+    p = lk.loading.ThreadPrefetcher(range(10))
     assert list(p) == list(p) == list(range(10))
     assert len(p) == 10
 
 
 def test_exactly_once_over_workers_and_ranks():
-    ds = lk.WorkDataset(64, ms=0.0)
+    ds = lk.instruments.WorkDataset(64, ms=0.0)
 
     def make(rank, world_size, num_workers):
         sampler = torch.utils.data.distributed.DistributedSampler(
             ds, num_replicas=world_size, rank=rank, shuffle=False)
-        return lk.ThreadPrefetcher(DataLoader(ds, batch_size=8, num_workers=num_workers,
+        return lk.loading.ThreadPrefetcher(DataLoader(ds, batch_size=8, num_workers=num_workers,
                                               sampler=sampler,
                                               timeout=60 if num_workers else 0))
 
@@ -57,7 +58,7 @@ def test_producer_exception_reaches_consumer():
         yield 2
         raise KeyError("boom in the producer")
 
-    it = iter(lk.ThreadPrefetcher(gen()))
+    it = iter(lk.loading.ThreadPrefetcher(gen()))
     assert next(it) == 1 and next(it) == 2
     with pytest.raises(KeyError, match="boom in the producer"):
         next(it)
@@ -78,7 +79,7 @@ def test_dataloader_worker_error_propagates_and_workers_stop():
 
     loader = DataLoader(Bad(), batch_size=2)
     with pytest.raises(ValueError, match="sample 5 is bad"):
-        list(lk.ThreadPrefetcher(loader))
+        list(lk.loading.ThreadPrefetcher(loader))
     assert _no_prefetch_thread_left()
 
 
@@ -90,7 +91,7 @@ def test_early_break_leaves_no_thread():
             produced.append(i)
             yield i
 
-    p = lk.ThreadPrefetcher(gen(), depth=4)
+    p = lk.loading.ThreadPrefetcher(gen(), depth=4)
     for i in p:
         if i == 3:
             break
@@ -100,8 +101,8 @@ def test_early_break_leaves_no_thread():
 
 
 def test_close_stops_thread_and_loader_workers(live_workers):
-    ds = lk.WorkDataset(200, ms=1.0, kind="sleep")
-    it = iter(lk.ThreadPrefetcher(DataLoader(ds, batch_size=4, num_workers=2, timeout=60)))
+    ds = lk.instruments.WorkDataset(200, ms=1.0, kind="sleep")
+    it = iter(lk.loading.ThreadPrefetcher(DataLoader(ds, batch_size=4, num_workers=2, timeout=60)))
     next(it)
     it.close()
     assert _no_prefetch_thread_left()
@@ -109,7 +110,7 @@ def test_close_stops_thread_and_loader_workers(live_workers):
 
 
 def test_measure_accepts_a_prefetcher():
-    m = lk.measure(lk.ThreadPrefetcher(DataLoader(lk.WorkDataset(64, ms=0.0),
+    m = lk.measure(lk.loading.ThreadPrefetcher(DataLoader(lk.instruments.WorkDataset(64, ms=0.0),
                                                       batch_size=8)),
                    step=lk.simulated_step(0.1), repeats=2)
     assert m.samples == 64 and m.passes[0].batches == 8
@@ -117,12 +118,12 @@ def test_measure_accepts_a_prefetcher():
 
 def test_depth_must_be_positive():
     with pytest.raises(ValueError, match="depth must be at least 1"):
-        lk.ThreadPrefetcher([], depth=0)
+        lk.loading.ThreadPrefetcher([], depth=0)
 
 
 def test_to_device_cpu_keeps_structure():
     batch = {"x": torch.ones(2), "ids": [torch.arange(2), 3]}
-    out = lk.to_device(batch, "cpu", pin=False)
+    out = to_device(batch, "cpu", pin=False)
     assert set(out) == {"x", "ids"} and out["ids"][1] == 3
 
 
@@ -131,19 +132,19 @@ def test_cuda_prefetcher_says_plainly_why_it_is_skipped():
     ok, reason = lk.cuda_status()
     assert not ok and ("CPU-only" in reason or "no CUDA device" in reason)
     with pytest.raises(lk.LabkitError, match="cannot run here: .*(CPU-only|no CUDA)"):
-        lk.CudaStreamPrefetcher([torch.ones(2)])
+        CudaStreamPrefetcher([torch.ones(2)])
 
 
 @pytest.mark.gpu  # skipped, with the reason, without CUDA
 def test_cuda_prefetcher_on_gpu_same_batches_in_order():
-    ds = lk.WorkDataset(256, ms=0.0)
+    ds = lk.instruments.WorkDataset(256, ms=0.0)
     loader = DataLoader(ds, batch_size=32, num_workers=2, pin_memory=True, timeout=60)
-    out = [(x, ids) for x, ids in lk.CudaStreamPrefetcher(loader, "cuda")]
+    out = [(x, ids) for x, ids in CudaStreamPrefetcher(loader, "cuda")]
     assert all(x.device.type == "cuda" for x, _ in out)
     assert torch.cat([ids.cpu() for _, ids in out]).tolist() == list(range(256))
     ref = torch.cat([x for x, _ in DataLoader(ds, batch_size=32)])
     assert torch.equal(torch.cat([x.cpu() for x, _ in out]), ref)
-    assert epoch_ids(lk.CudaStreamPrefetcher(loader)) == list(range(256))
+    assert epoch_ids(CudaStreamPrefetcher(loader)) == list(range(256))
 
 
 def test_a_persistent_worker_loader_survives_many_passes():
@@ -151,7 +152,7 @@ def test_a_persistent_worker_loader_survives_many_passes():
     loader = DataLoader(list(range(64)), batch_size=8, num_workers=2,
                             persistent_workers=True, timeout=60)
     try:
-        pf = lk.ThreadPrefetcher(loader)
+        pf = lk.loading.ThreadPrefetcher(loader)
         assert [sum(len(b) for b in pf) for _ in range(3)] == [64, 64, 64]
         assert lk.measure(pf, repeats=2).samples_per_s > 0
     finally:

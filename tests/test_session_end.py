@@ -28,16 +28,16 @@ def test_every_figure_is_found_in_the_records_the_chapters_wrote(notebook_record
     """After the notebooks ran (nbval, same session), each row finds its figure.
 
     The observation names and configs in SITUATIONS must match what the chapters record:
-    a renamed loader label (chapter 08's ``lk.TarShardStream``) once left a row saying
+    a renamed loader label (chapter 08's ``lk.streams.TarShardStream``) once left a row saying
     "rerun chapter 08" on a machine that had just run it. Chapters whose notebooks did not
     run in this session are not checked.
     """
-    records = lk.load_records(notebook_records) if notebook_records else []
+    records = lk.records.load_records(notebook_records) if notebook_records else []
     ran = {r["chapter"] for r in records}
     if not ran & {ev.chapter for s in SITUATIONS for ev in s.evidence}:
         pytest.skip("no chapter of the decision table ran in this session (run pytest on "
                     "notebooks/ too)")
-    rows = lk.decision_table(records, scale=lk.resolve_scale())
+    rows = lk.records.decision_table(records, scale=lk.resolve_scale())
     missing = [f"{e['chapter']}: {e['observation']} ({e['text']})" for r in rows
                for e in r["evidence"]
                if e["chapter"] in ran and e["value"] is None and not e["needs"]]

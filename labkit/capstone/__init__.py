@@ -3,3 +3,35 @@
 A chapter folder: it imports the spine and the other chapter folders, never the tools. The
 public names are re-exported by ``labkit`` itself (``import labkit as lk``).
 """
+
+from __future__ import annotations
+
+from .bakeoff.adapters import loader_names
+from .bakeoff.data import cleanup_bakeoff, prepare_bakeoff
+from .bakeoff.runner import format_bakeoff, run_bakeoff
+from .pipeline import (
+    epoch_rate,
+    format_tuning,
+    image_train_step,
+    load_tuning,
+    run_tuning,
+    save_tuning,
+    tuned_result,
+    tuning_steps,
+)
+
+__all__ = [
+    "cleanup_bakeoff",
+    "epoch_rate",
+    "format_bakeoff",
+    "format_tuning",
+    "image_train_step",
+    "load_tuning",
+    "loader_names",
+    "prepare_bakeoff",
+    "run_bakeoff",
+    "run_tuning",
+    "save_tuning",
+    "tuned_result",
+    "tuning_steps",
+]

@@ -1,5 +1,22 @@
 """Data the kit makes, and the teaching datasets over it (chapters 00-05).
 
-Modules here are imported by their full path; the public names are re-exported by
-``labkit`` itself (``import labkit as lk``).
+Its public names are reached as ``lk.data.NAME`` (``import labkit as lk``); its
+modules' other names are for labkit and tests.
 """
+
+from __future__ import annotations
+
+from .copyonread import ArrowRows, NumpyRows, PyObjectRows
+from .datasets import MemmapBatches, NpyFilesDataset
+from .fixtures import ensure_fixtures, format_fixture_table, verify
+
+__all__ = [
+    "ArrowRows",
+    "MemmapBatches",
+    "NpyFilesDataset",
+    "NumpyRows",
+    "PyObjectRows",
+    "ensure_fixtures",
+    "format_fixture_table",
+    "verify",
+]

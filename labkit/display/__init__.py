@@ -1,5 +1,35 @@
 """What a person looks at: the dashboard model and widget, plots, figures (every chapter).
 
-Modules here are imported by their full path; the public names are re-exported by
-``labkit`` itself (``import labkit as lk``).
+Its public names are reached as ``lk.display.NAME`` (``import labkit as lk``); its
+modules' other names are for labkit and tests.
 """
+
+from __future__ import annotations
+
+from .plots import (
+    plot_bakeoff,
+    plot_doc_lengths,
+    plot_heatmap,
+    plot_packing,
+    plot_rates,
+    plot_shuffle_quality,
+    plot_stages,
+    plot_token_rates,
+    plot_tuning,
+    plot_wait_compute,
+    plot_worker_memory,
+)
+
+__all__ = [
+    "plot_bakeoff",
+    "plot_doc_lengths",
+    "plot_heatmap",
+    "plot_packing",
+    "plot_rates",
+    "plot_shuffle_quality",
+    "plot_stages",
+    "plot_token_rates",
+    "plot_tuning",
+    "plot_wait_compute",
+    "plot_worker_memory",
+]

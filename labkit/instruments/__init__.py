@@ -1,5 +1,31 @@
 """Instruments: meter, measurement, audits, memory, page cache, shuffle quality (ch. 01-08).
 
-Modules here are imported by their full path; the public names are re-exported by
-``labkit`` itself (``import labkit as lk``).
+Its public names are reached as ``lk.instruments.NAME`` (``import labkit as lk``); its
+modules' other names are for labkit and tests.
 """
+
+from __future__ import annotations
+
+from .audits import key_id, tag_example, worker_tag
+from .memcap import run_capped
+from .memory import worker_memory
+from .pagecache import page_cache_residency
+from .resume import ResumeTrial, format_resume_table
+from .shuffling import shard_of_bounds, shuffle_quality
+from .tuning import WorkDataset, suggest_loader, thread_pools
+
+__all__ = [
+    "ResumeTrial",
+    "WorkDataset",
+    "format_resume_table",
+    "key_id",
+    "page_cache_residency",
+    "run_capped",
+    "shard_of_bounds",
+    "shuffle_quality",
+    "suggest_loader",
+    "tag_example",
+    "thread_pools",
+    "worker_memory",
+    "worker_tag",
+]

@@ -1,5 +1,14 @@
 """Loaders and prefetchers: DataLoaders that cannot hang, prefetch, processes (ch. 01, 09).
 
-Modules here are imported by their full path; the public names are re-exported by
-``labkit`` itself (``import labkit as lk``).
+Its public names are reached as ``lk.loading.NAME`` (``import labkit as lk``); its
+modules' other names are for labkit and tests.
 """
+
+from __future__ import annotations
+
+from .prefetchers import CudaStreamPrefetcher, ThreadPrefetcher
+
+__all__ = [
+    "CudaStreamPrefetcher",
+    "ThreadPrefetcher",
+]

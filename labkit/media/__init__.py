@@ -1,1 +1,35 @@
-"""Video and audio decoded just in time: fixtures, backends, clips, audio windows (ch. 15)."""
+"""Video and audio decoded just in time: fixtures, backends, clips, audio windows (ch. 15).
+"""
+
+from __future__ import annotations
+
+from .audio import audio_starts, audio_window
+from .backends import ffmpeg_status, media_gpu_status, pyav_status, spdl_status
+from .clips import check_clip, clip_indices, random_clips
+from .datasets import AudioWindows, ClipDataset, ClipShardStream
+from .decoders import MediaError, decode_all, decode_clip, video_info
+from .frames import read_counter
+from .plots import plot_clip_costs
+from .spdlpipe import spdl_clips
+
+__all__ = [
+    "AudioWindows",
+    "ClipDataset",
+    "ClipShardStream",
+    "MediaError",
+    "audio_starts",
+    "audio_window",
+    "check_clip",
+    "clip_indices",
+    "decode_all",
+    "decode_clip",
+    "ffmpeg_status",
+    "media_gpu_status",
+    "plot_clip_costs",
+    "pyav_status",
+    "random_clips",
+    "read_counter",
+    "spdl_clips",
+    "spdl_status",
+    "video_info",
+]

@@ -1,1 +1,25 @@
-"""Profiling a loader (chapter 13): per-batch timelines, torch.profiler, sampling, diagnose."""
+"""Profiling a loader (chapter 13): per-batch timelines, torch.profiler, sampling, diagnose.
+"""
+
+from __future__ import annotations
+
+from .diagnose import diagnose
+from .diagnosis import DiagnoseError, Diagnosis
+from .lanes import plot_timelines
+from .sampling import pyspy_status, sample_workers
+from .timeline import record_timeline
+from .torchprof import profile_loop, profiler_device_note, profiler_overhead, read_trace
+
+__all__ = [
+    "DiagnoseError",
+    "Diagnosis",
+    "diagnose",
+    "plot_timelines",
+    "profile_loop",
+    "profiler_device_note",
+    "profiler_overhead",
+    "pyspy_status",
+    "read_trace",
+    "record_timeline",
+    "sample_workers",
+]

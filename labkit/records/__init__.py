@@ -1,5 +1,21 @@
 """Records: the checkpoint, the machine, reports, the decision table, labkit run (ch. 00, 11).
 
-Modules here are imported by their full path; the public names are re-exported by
-``labkit`` itself (``import labkit as lk``).
+Its public names are reached as ``lk.records.NAME`` (``import labkit as lk``); its
+modules' other names are for labkit and tests.
 """
+
+from __future__ import annotations
+
+from .checkpoint import load_records, read_checkpoint
+from .decisions import decision_table, format_decision_table
+from .machine import environment, format_environment, versions
+
+__all__ = [
+    "decision_table",
+    "environment",
+    "format_decision_table",
+    "format_environment",
+    "load_records",
+    "read_checkpoint",
+    "versions",
+]

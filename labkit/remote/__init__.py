@@ -1,5 +1,15 @@
 """Remote data on loopback: an HTTP server with faults, torchrun jobs (chapters 04, 06, 07).
 
-Modules here are imported by their full path; the public names are re-exported by
-``labkit`` itself (``import labkit as lk``).
+Its public names are reached as ``lk.remote.NAME`` (``import labkit as lk``); its
+modules' other names are for labkit and tests.
 """
+
+from __future__ import annotations
+
+from .launch import torchrun
+from .server import serve
+
+__all__ = [
+    "serve",
+    "torchrun",
+]

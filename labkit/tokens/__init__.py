@@ -1,6 +1,38 @@
 """Token pipelines for language models (chapter 11): a tokenized corpus, window samplers,
 document epochs with exact resume, packing, document masks, source mixing.
 
-Modules here are imported by their full path; the public names are re-exported by
-``labkit`` itself (``import labkit as lk``).
+Its public names are reached as ``lk.tokens.NAME`` (``import labkit as lk``); its
+modules' other names are for labkit and tests.
 """
+
+from __future__ import annotations
+
+from .batching import batch_padding, budget_batches
+from .corpus import open_tokens, token_dtype
+from .epoch import DocumentEpoch, TokenBatches
+from .masking import TinyLM, cu_seqlens, document_mask, packed_vs_alone, position_ids
+from .mixing import blended_index, prefix_error, random_mix
+from .packing import PACKERS, format_packing, pack
+from .windows import random_windows, tokens_needed
+
+__all__ = [
+    "DocumentEpoch",
+    "PACKERS",
+    "TinyLM",
+    "TokenBatches",
+    "batch_padding",
+    "blended_index",
+    "budget_batches",
+    "cu_seqlens",
+    "document_mask",
+    "format_packing",
+    "open_tokens",
+    "pack",
+    "packed_vs_alone",
+    "position_ids",
+    "prefix_error",
+    "random_mix",
+    "random_windows",
+    "token_dtype",
+    "tokens_needed",
+]

@@ -3,3 +3,22 @@
 The top layer: tools may import the spine and the chapter folders, never the other way
 round (tests/test_layout.py). The public names are re-exported by ``labkit`` itself.
 """
+
+from __future__ import annotations
+
+from .bench import run_benchmark
+from .doctor import Check, doctor, format_doctor
+from .render import write_report
+from .report import comparison_rows, format_table
+from .runner import run_notebooks
+
+__all__ = [
+    "Check",
+    "comparison_rows",
+    "doctor",
+    "format_doctor",
+    "format_table",
+    "run_benchmark",
+    "run_notebooks",
+    "write_report",
+]
