@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from . import writers  # noqa: F401 - registers the video and audio fixture kinds
 from .audio import audio_starts, audio_window
 from .backends import ffmpeg_status, media_gpu_status, pyav_status, spdl_status
 from .clips import check_clip, clip_indices, random_clips
