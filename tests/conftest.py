@@ -85,7 +85,7 @@ def labkit_session_env(tmp_path_factory):
 def pytest_runtest_setup(item):
     _enter()  # back in tests/ after items from elsewhere
     gpu = item.get_closest_marker("gpu")
-    if gpu is not None:  # ``@pytest.mark.gpu`` or ``@pytest.mark.gpu(probe=lk.dali_status)``
+    if gpu is not None:  # ``@pytest.mark.gpu`` or ``@pytest.mark.gpu(probe=lk.images.dali_status)``
         from labkit.loading.prefetchers import cuda_status
 
         ok, reason = gpu.kwargs.get("probe", cuda_status)()

@@ -26,7 +26,7 @@ def test_every_situation_names_a_chapter_that_exists():
 
 
 def test_no_records_says_which_chapter_to_run(tmp_path):
-    rows = lk.decision_table(records_dir=tmp_path / "nowhere")
+    rows = lk.records.decision_table(records_dir=tmp_path / "nowhere")
     assert [r["situation"] for r in rows] == SEEDS
     for r in rows:
         assert r["chapters"]
@@ -34,7 +34,7 @@ def test_no_records_says_which_chapter_to_run(tmp_path):
             assert e["value"] is None
             need = f" with {e['needs']} installed" if e["needs"] else ""
             assert e["text"] == f"run chapter {e['chapter'][:2]} to measure it here{need}"
-    md = lk.format_decision_table(rows)
+    md = lk.records.format_decision_table(rows)
     assert "[02 mmap](02_mmap.ipynb)" in md and "run chapter 10 to measure it here" in md
     assert md.count("\n") == 1 + len(SEEDS)
     for line in md.splitlines()[2:]:  # one "run chapter NN" per chapter, not one per figure
@@ -64,7 +64,7 @@ def test_evidence_comes_from_the_newest_record_of_the_scale(tmp_path):
     _record(tmp_path, "10_decode_and_augment", [
         ("decode.samples_per_s", 900.0, "images/s", {"decoder": "opencv"}),
         ("decode.samples_per_s", 500.0, "images/s", {"decoder": "pil"})])
-    rows = lk.decision_table(records_dir=tmp_path, scale="ci")
+    rows = lk.records.decision_table(records_dir=tmp_path, scale="ci")
     ram = rows[0]["evidence"]
     assert ram[0]["value"] == 2000.0 and ram[0]["scale"] == "ci"
     # the record exists but lacks this observation: say so, do not invent it
@@ -72,8 +72,8 @@ def test_evidence_comes_from_the_newest_record_of_the_scale(tmp_path):
     decode = rows[3]["evidence"]
     assert decode[1]["value"] == 500.0  # matched by config, not the first of the name
     assert "run chapter 10" not in decode[1]["text"]
-    md = lk.format_decision_table(rows)
+    md = lk.records.format_decision_table(rows)
     assert "2,000 samples/s (`mmap_slices_sequential_warm.samples_per_s`, ci)" in md
-    assert "this machine" not in lk.format_decision_table(rows, figures=False)
-    assert lk.decision_table(records_dir=tmp_path, scale="workshop")[0]["evidence"][0][
+    assert "this machine" not in lk.records.format_decision_table(rows, figures=False)
+    assert lk.records.decision_table(records_dir=tmp_path, scale="workshop")[0]["evidence"][0][
         "value"] == 7.0

@@ -12,14 +12,14 @@ touched.
 ==================  =================================  ===========================================
 row                 checked on                         expected outcome
 ==================  =================================  ===========================================
-truncated tar       lk.TarShardStream (2 workers);     DataFormatError: shard, its bytes, the member
+truncated tar       lk.streams.TarShardStream (2 workers);     DataFormatError: shard, its bytes, the member
                     chapter 06's webdataset pipeline,  cut and the bytes it needs; ReadError naming
                     default and warn_and_continue      the shard; skipping loses exactly the
                                                        samples from the cut on
 truncated npy       lk.open_array (.npy, raw),         DataFormatError: file, bytes found vs bytes
-                    lk.ShardStream, NpyFilesDataset    its header (dtype x shape) needs; a damaged
+                    lk.streams.ShardStream, NpyFilesDataset    its header (dtype x shape) needs; a damaged
                     (2 workers)                        header is called "not a .npy file"
-truncated Parquet   lk.open_parquet, ParquetRowGroups  DataFormatError: file, no footer; a damaged
+truncated Parquet   open_parquet, ParquetRowGroups  DataFormatError: file, no footer; a damaged
                     (2 workers)                        row group: "row group g of n cannot be read"
 corrupt JPEG        lk.ImageFolderDataset (2 workers)  DataFormatError: file, sample id, decoder;
                     raise / on_error="skip"            skip: exactly ids 10, 20 skipped, counted
@@ -29,7 +29,7 @@ checksum mismatch   lk.fixture's verify: flipped       FixtureError: file, actua
                     bytes (new mtime; mtime kept)      sha256; repair restores the digest; a flip
                                                        with the mtime kept needs verify_all
 server faults       chapter 06's webdataset over       latency: every sample once, each request
-                    lk.serve: latency, a dropped       slowed; drop: error naming the shard URL;
+                    lk.remote.serve: latency, a dropped       slowed; drop: error naming the shard URL;
                     connection, 503 once, 503 always,  503 once: retried, every sample once; 503
                     a stall                            always / stall: timeout= ends it in ~2 s
 worker crash        torch's DataLoader, in a process   RuntimeError "DataLoader worker (pid(s) N)
@@ -38,7 +38,7 @@ worker crash        torch's DataLoader, in a process   RuntimeError "DataLoader 
                     spawn, forkserver)                 timeout; no worker left after del it
 worker hang         torch's DataLoader(timeout=2)      RuntimeError "DataLoader timed out after
                                                        2 seconds" after ~2 s; no worker left
-spawn, forkserver   lk.TarShardStream; a Dataset       every id exactly once; "exited unexpectedly"
+spawn, forkserver   lk.streams.TarShardStream; a Dataset       every id exactly once; "exited unexpectedly"
                     class from __main__ (a notebook)   in seconds, the worker's AttributeError
                                                        on its stderr
 interrupt, resume   StatefulDataLoader over            resumed == uninterrupted ids, same order:
@@ -72,7 +72,9 @@ from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.data.faults import damage
+from labkit.errors import FixtureError
 from labkit.loading.loaders import worker_processes
+from labkit.streams.rowgroups import open_parquet
 from labkit.streams.tarshards import index_shard
 
 pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
@@ -139,7 +141,7 @@ def _raised(exc_type, fn, *args) -> str:
 
 def test_truncated_tar_kit_stream_names_shard_and_sizes(cut_tar):
     bad, size, member, need, whole, _ = cut_tar
-    loader = DataLoader(lk.TarShardStream(bad.parent, shuffle_shards=False), batch_size=32,
+    loader = DataLoader(lk.streams.TarShardStream(bad.parent, shuffle_shards=False), batch_size=32,
                         num_workers=2, timeout=30)
     msg = _raised(lk.DataFormatError, epoch_ids, loader)
     assert (f"{bad}: the shard is truncated ({size} bytes, member {member} needs {need}); "
@@ -200,13 +202,13 @@ def test_truncated_npy_shard_fails_when_the_stream_is_built(ci_fixture, tmp_path
     size = bad.stat().st_size
     with pytest.raises(lk.DataFormatError,
                        match=rf"^{re.escape(str(bad))}: {size} bytes, but its header says"):
-        lk.ShardStream(copy)
+        lk.streams.ShardStream(copy)
 
 
 def test_truncated_npy_sample_file_through_workers(ci_fixture, tmp_path):
     fx = ci_fixture("sample_files")
     bad = lk.damaged_copy(fx, tmp_path / "files", "truncate", file="samples/0000005.npy", at=0.5)
-    loader = DataLoader(lk.NpyFilesDataset(bad.parents[1]), batch_size=4, num_workers=2,
+    loader = DataLoader(lk.data.NpyFilesDataset(bad.parents[1]), batch_size=4, num_workers=2,
                         timeout=30)
     msg = _raised(lk.DataFormatError, epoch_ids, loader)
     assert f"{bad}: cannot read sample 5" in msg and "Expected (256,) = 256 elements" in msg
@@ -217,7 +219,7 @@ def test_npy_sample_with_a_damaged_header_is_called_what_it_is(ci_fixture, tmp_p
                           file="samples/0000005.npy", at=0.0, length=8)
     with pytest.raises(lk.DataFormatError, match=re.escape(
             f"{bad}: sample 5 is not a .npy file (starts with b'l")) as info:
-        lk.NpyFilesDataset(bad.parents[1])[5]
+        lk.data.NpyFilesDataset(bad.parents[1])[5]
     assert "expected b'\\x93NUMPY'" in str(info.value) and "pickle" not in str(info.value)
 
 
@@ -231,7 +233,7 @@ def pq_fx(ci_fixture):
 
 def test_truncated_parquet_fails_on_open_naming_the_file(pq_fx, tmp_path):
     bad = lk.damaged_copy(pq_fx, tmp_path / "pq", "truncate", file="shard-00001.parquet", at=0.5)
-    for open_it in (lambda: lk.open_parquet(bad), lambda: lk.ParquetRowGroups(bad.parent)):
+    for open_it in (lambda: open_parquet(bad), lambda: lk.streams.ParquetRowGroups(bad.parent)):
         with pytest.raises(lk.DataFormatError) as info:
             open_it()
         assert str(info.value).startswith(f"{bad}: not a readable Parquet file (Parquet magic "
@@ -247,8 +249,8 @@ def test_damaged_parquet_row_group_fails_naming_file_and_row_group(pq_fx, tmp_pa
                 if meta.row_group(1).column(j).path_in_schema.startswith("features")][0]
     at = features.data_page_offset / src.stat().st_size  # the data page header of group 1
     bad = lk.damaged_copy(pq_fx, tmp_path / "pq", "flip", file=src.name, at=at, length=64)
-    lk.open_parquet(bad)  # the footer is intact: the file opens
-    loader = DataLoader(lk.ParquetRowGroups(bad.parent, batch_size=512), batch_size=None,
+    open_parquet(bad)  # the footer is intact: the file opens
+    loader = DataLoader(lk.streams.ParquetRowGroups(bad.parent, batch_size=512), batch_size=None,
                         num_workers=2, timeout=30)
     with pytest.raises(lk.DataFormatError, match=re.escape(
             f"{bad}: row group 1 of {meta.num_row_groups} cannot be read (")):
@@ -279,7 +281,7 @@ def test_corrupt_jpeg_raises_naming_file_sample_and_decoder(bad_images):
 def test_corrupt_jpeg_skipped_and_counted(bad_images):
     ds = lk.ImageFolderDataset(bad_images, on_error="skip")
     loader = DataLoader(ds, batch_size=16, num_workers=2, timeout=30,
-                        collate_fn=lk.skip_collate)
+                        collate_fn=lk.images.skip_collate)
     skipped, ids = 0, []
     for batch in loader:  # a whole epoch: torch stops the workers at its end
         skipped += batch["skipped"]
@@ -294,17 +296,17 @@ def test_corrupt_jpeg_skipped_and_counted(bad_images):
 def test_missing_fixture_file_names_it_and_repair_restores_the_digest(ci_fixture, own_data):
     good = ci_fixture("jsonl")
     gone = lk.damaged_copy(good, own_data / "ci" / "jsonl", "delete", file="shard-00001.jsonl")
-    with pytest.raises(lk.FixtureError) as info:
+    with pytest.raises(FixtureError) as info:
         lk.fixture("jsonl", "ci", progress=False)
     msg = str(info.value)
     assert f"{gone}: missing" in msg and "labkit fixtures jsonl --scale ci --repair" in msg
     fixed = lk.fixture("jsonl", "ci", progress=False, repair=True)
     assert (fixed.status, fixed.digest) == ("repaired", good.digest) and gone.is_file()
-    assert lk.verify(fixed, full=True) == []
+    assert lk.data.verify(fixed, full=True) == []
 
 
 def test_unknown_fixture_lists_the_known_ones():
-    with pytest.raises(lk.FixtureError) as info:
+    with pytest.raises(FixtureError) as info:
         lk.fixture("imagez", "ci")
     msg = str(info.value)
     assert msg.startswith("no fixture named 'imagez' in ") and "fixtures.toml" in msg
@@ -324,7 +326,7 @@ def test_checksum_mismatch_says_actual_and_expected_and_repair_restores(ci_fixtu
     rel = next(iter(good.manifest["files"]))
     bad = lk.damaged_copy(good, own_data / "ci" / "array", "flip", file=rel, at=0.5, length=8)
     actual = hashlib.sha256(bad.read_bytes()).hexdigest()
-    with pytest.raises(lk.FixtureError) as info:
+    with pytest.raises(FixtureError) as info:
         lk.fixture("array", "ci", progress=False)
     assert (f"{bad}: sha256 {actual[:12]}... does not match the manifest's "
             f"{good.manifest['files'][rel]['sha256'][:12]}...") in str(info.value)
@@ -339,7 +341,7 @@ def test_checksum_mismatch_with_mtime_restored_needs_verify_all(ci_fixture, own_
     os.utime(bad, ns=(bad.stat().st_atime_ns, good.manifest["files"][rel]["mtime_ns"]))
     # the fast check trusts size + mtime (documented); only a full check hashes every byte
     assert lk.fixture("array", "ci", progress=False).status == "cached"
-    with pytest.raises(lk.FixtureError, match=re.escape(f"{bad}: sha256 ")):
+    with pytest.raises(FixtureError, match=re.escape(f"{bad}: sha256 ")):
         lk.fixture("array", "ci", progress=False, verify_all=True)
 
 
@@ -365,7 +367,7 @@ def _no_curl_left(url: str, within_s: float = 5.0) -> bool:
 
 
 def test_server_latency_every_sample_once_every_request_slowed(wds_fx):
-    with lk.serve(wds_fx, latency_s=0.1) as srv:
+    with lk.remote.serve(wds_fx, latency_s=0.1) as srv:
         got = _wds_ids(_wds_pipeline(srv.urls("*.tar")))
         log = srv.log
     assert lk.audit(got, wds_fx.samples).ok
@@ -376,7 +378,7 @@ def test_dropped_connection_raises_naming_the_shard_url(wds_fx):
     import tarfile
 
     fault = lk.Fault("drop", path="shard-00001.tar", after_bytes=20_000)
-    with lk.serve(wds_fx, faults=[fault]) as srv:
+    with lk.remote.serve(wds_fx, faults=[fault]) as srv:
         # which comes first varies: tarfile finding the stream short, or curl's exit 18
         # ("partial file") when webdataset checks it
         with pytest.raises((tarfile.ReadError, OSError)) as info:
@@ -391,7 +393,7 @@ def test_dropped_connection_raises_naming_the_shard_url(wds_fx):
 
 def test_transient_503_is_retried_and_every_sample_arrives_once(wds_fx):
     fault = lk.Fault("status", path="shard-00000.tar", code=503, nth=1)
-    with lk.serve(wds_fx, faults=[fault]) as srv:
+    with lk.remote.serve(wds_fx, faults=[fault]) as srv:
         got = _wds_ids(_wds_pipeline(srv.urls("*.tar")))
         statuses = [r.status for r in srv.log if r.path == "shard-00000.tar"]
     assert lk.audit(got, wds_fx.samples).ok and statuses == [503, 200]  # one retry, counted
@@ -402,7 +404,7 @@ def test_transient_503_is_retried_and_every_sample_arrives_once(wds_fx):
                          ids=["503-always", "stall"])
 def test_server_that_never_answers_is_ended_by_the_loader_timeout(wds_fx, fault):
     """curl retries a 503 for a minute, and waits on a stall for as long: timeout= ends both."""
-    with lk.serve(wds_fx, faults=[fault]) as srv:
+    with lk.remote.serve(wds_fx, faults=[fault]) as srv:
         loader = DataLoader(_wds_pipeline(srv.urls("*.tar")), batch_size=None, num_workers=1,
                             timeout=2)
         got, it = [], iter(loader)
@@ -470,7 +472,7 @@ def test_worker_hang_ends_at_the_timeout_and_del_it_leaves_no_worker():
 
 @pytest.mark.parametrize("context", ["spawn", "forkserver"])
 def test_start_method_kit_stream_exactly_once(wds_fx, context):
-    loader = DataLoader(lk.TarShardStream(wds_fx, seed=0, buffer_size=16), batch_size=64,
+    loader = DataLoader(lk.streams.TarShardStream(wds_fx, seed=0, buffer_size=16), batch_size=64,
                         num_workers=2, timeout=60, multiprocessing_context=context)
     result = lk.audit(epoch_ids(loader), wds_fx.samples)
     assert result.ok, result.table()
@@ -544,7 +546,7 @@ def test_interrupt_mid_epoch_then_resume_loses_and_repeats_nothing(wds_fx, who, 
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     def make():
-        return StatefulDataLoader(lk.TarShardStream(wds_fx, seed=3, buffer_size=64),
+        return StatefulDataLoader(lk.streams.TarShardStream(wds_fx, seed=3, buffer_size=64),
                                   batch_size=32, num_workers=2, timeout=30)
 
     reference = epoch_ids(make())
@@ -587,7 +589,7 @@ def test_notebook_run_twice_in_one_kernel(labkit_env, tmp_path, monkeypatch):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))  # the kernel's temporary folders land here
-    # torch's compile cache (made at import of torch._dynamo, e.g. by torchcodec in lk.doctor)
+    # torch's compile cache (made at import of torch._dynamo, e.g. by torchcodec in lk.tools.doctor)
     # is a per-user cache, not the chapter's leftover; where it goes otherwise depends on
     # whether an earlier test in this process already imported it (torch then sets this)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "torch-cache"))

@@ -15,6 +15,10 @@ import torch
 from torch.utils.data import DataLoader
 
 import labkit as lk
+from labkit.formats.ahead import read_decode_rate
+from labkit.formats.moreformats import write_array_record
+from labkit.formats.tensorfiles import TensorFiles
+from labkit.formats.tfrecords import masked_crc, read_record
 
 lmdb = pytest.importorskip("lmdb", reason="lmdb is a dependency of chapter 12")
 h5py = pytest.importorskip("h5py", reason="h5py is a dependency of chapter 12")
@@ -39,7 +43,7 @@ def rows():
 
 @pytest.fixture(scope="module")
 def stored(rows, tmp_path_factory):
-    return {f.name: f for f in lk.write_formats(rows, tmp_path_factory.mktemp("formats"),
+    return {f.name: f for f in lk.formats.write_formats(rows, tmp_path_factory.mktemp("formats"),
                                                 chunk_rows=16)}
 
 
@@ -47,7 +51,7 @@ def test_every_format_gives_back_the_source_bytes(rows, stored):
     want = hashlib.sha256(rows.tobytes()).hexdigest()
     assert len(stored) == 8
     for f in stored.values():
-        assert lk.read_back(f) == (N, want), f.name
+        assert lk.formats.read_back(f) == (N, want), f.name
         x, i = f.make()[N - 1]
         assert i == N - 1 and torch.equal(x, torch.from_numpy(rows[N - 1]))
 
@@ -57,9 +61,9 @@ def test_table_measures_every_format(rows, stored):
         return DataLoader(ds, batch_size=50, shuffle=shuffle, num_workers=num_workers,
                           timeout=60 if num_workers > 0 else 0)
 
-    table = lk.measure_formats(list(stored.values())[:3], loader_for, num_workers=1,
+    table = lk.formats.measure_formats(list(stored.values())[:3], loader_for, num_workers=1,
                                repeats=1, warmup=0, max_batches=2, reference=rows)
-    text = lk.format_formats(table)
+    text = lk.formats.format_formats(table)
     assert all(r.random[0].samples > 0 and r.random[1].samples > 0 for r in table)
     assert [(r.fork, r.spawn) for r in table] == [("ok", "pickles")] * 3
     assert "LMDB" in text and "object store" in text
@@ -78,7 +82,7 @@ def test_lazy_readers_pickle_without_their_handle(stored, name):
 def test_lazy_readers_after_the_parent_read_work_in_forked_workers(rows, stored, name):
     ds = stored[name].make()
     ds[0]
-    out = lk.trap_trial(through(ds, batch_size=32), rows)
+    out = lk.formats.trap_trial(through(ds, batch_size=32), rows)
     assert (out.outcome, out.delivered, out.wrong) == ("ok", N, 0), out.line()
 
 
@@ -88,24 +92,24 @@ def test_the_trap_forked_lmdb_environment_fails_here(rows, stored, tmp_path):
     (h5py read-only happens to read right here; the chapter states that, not a guarantee.)
     """
     path = shutil.copytree(stored["LMDB"].path, tmp_path / "eager.lmdb")
-    out = lk.trap_trial(through(lk.EagerLmdbRows(path)), rows)
+    out = lk.formats.trap_trial(through(lk.formats.EagerLmdbRows(path)), rows)
     assert out.outcome != "wrong data", out.line()
-    hdf5 = lk.trap_trial(through(lk.EagerHdf5Rows(stored["HDF5 contiguous"].path)), rows)
+    hdf5 = lk.formats.trap_trial(through(lk.formats.EagerHdf5Rows(stored["HDF5 contiguous"].path)), rows)
     assert hdf5.outcome in ("ok", "error"), hdf5.line()  # never silently wrong here
 
 
 @pytest.mark.filterwarnings("ignore:Got pickle error:UserWarning")
 def test_eager_datasets_cannot_go_to_spawned_workers(rows, stored, tmp_path):
     path = shutil.copytree(stored["LMDB"].path, tmp_path / "eager.lmdb")
-    for ds in (lk.EagerLmdbRows(path), lk.EagerHdf5Rows(stored["HDF5 contiguous"].path)):
-        out = lk.trap_trial(through(ds, "spawn", num_workers=1), rows)
+    for ds in (lk.formats.EagerLmdbRows(path), lk.formats.EagerHdf5Rows(stored["HDF5 contiguous"].path)):
+        out = lk.formats.trap_trial(through(ds, "spawn", num_workers=1), rows)
         assert out.outcome == "error" and "pickle" in out.error, out.line()
 
 
 @pytest.mark.slow
 def test_lazy_readers_work_in_spawned_workers(rows, stored):
     for name in ("LMDB", "HDF5 chunked + gzip"):
-        out = lk.trap_trial(through(stored[name].make(), "spawn", num_workers=1), rows)
+        out = lk.formats.trap_trial(through(stored[name].make(), "spawn", num_workers=1), rows)
         assert out.outcome == "ok" and out.delivered == N, out.line()
 
 
@@ -134,7 +138,7 @@ def _error(fn) -> str:
 def test_truncated_lmdb_is_refused_before_any_read(stored, tmp_path):
     bad = lk.damaged_copy(stored["LMDB"].path, tmp_path / "short.lmdb", "truncate",
                           file="data.mdb")
-    msg = _error(lambda: lk.LmdbRows(bad.parent))
+    msg = _error(lambda: lk.formats.LmdbRows(bad.parent))
     assert str(bad) in msg and "truncated" in msg
 
 
@@ -143,24 +147,24 @@ def test_missing_lmdb_key_names_the_sample(stored, tmp_path):
     size = 2 * (path / "data.mdb").stat().st_size  # the default 10 MiB map may be too small
     with lmdb.open(str(path), map_size=size) as env, env.begin(write=True) as txn:
         txn.delete(b"00000007")
-    ds = lk.LmdbRows(path)
+    ds = lk.formats.LmdbRows(path)
     msg = _error(lambda: ds[7])
     assert str(path) in msg and "sample 7" in msg and "00000007" in msg
 
 
 def test_not_an_lmdb(tmp_path):
     (tmp_path / "x").write_bytes(b"nothing here")
-    assert "x" in _error(lambda: lk.LmdbRows(tmp_path / "x"))
+    assert "x" in _error(lambda: lk.formats.LmdbRows(tmp_path / "x"))
 
 
 def test_truncated_hdf5(stored, tmp_path):
     bad = lk.damaged_copy(stored["HDF5 contiguous"].path, tmp_path / "short.h5", "truncate")
-    msg = _error(lambda: lk.Hdf5Rows(bad))
+    msg = _error(lambda: lk.formats.Hdf5Rows(bad))
     assert str(bad) in msg and "truncated" in msg
 
 
 def test_missing_hdf5_dataset(stored):
-    msg = _error(lambda: lk.Hdf5Rows(stored["HDF5 contiguous"].path, key="images"))
+    msg = _error(lambda: lk.formats.Hdf5Rows(stored["HDF5 contiguous"].path, key="images"))
     assert "'images'" in msg and "rows" in msg
 
 
@@ -168,7 +172,7 @@ def test_truncated_tfrecord_with_its_old_index(stored, tmp_path):
     src = stored["TFRecord + index"].path
     bad = lk.damaged_copy(src, tmp_path / "short.tfrecord", "truncate", at=0.7)
     shutil.copy(f"{src}.index", f"{bad}.index")
-    msg = _error(lambda: lk.TFRecordRows(bad))
+    msg = _error(lambda: lk.formats.TFRecordRows(bad))
     assert str(bad) in msg and "truncated" in msg
 
 
@@ -178,7 +182,7 @@ def test_truncated_tfrecord_record_named_when_read(stored, tmp_path):
     with open(bad, "rb") as f:
         k, msg = 0, ""
         try:
-            while lk.read_record(f, bad, k) is not None:
+            while read_record(f, bad, k) is not None:
                 k += 1
         except lk.DataFormatError as e:
             msg = str(e)
@@ -192,7 +196,7 @@ def test_tfrecord_bad_crc_names_the_record(rows, stored, tmp_path):
     bad = lk.damaged_copy(src, tmp_path / "flip.tfrecord", "flip", length=4,
                           at=(offsets[k] + 40) / src.stat().st_size)
     shutil.copy(f"{src}.index", f"{bad}.index")
-    ds = lk.TFRecordRows(bad)
+    ds = lk.formats.TFRecordRows(bad)
     assert torch.equal(ds[k - 1][0], torch.from_numpy(rows[k - 1]))
     msg = _error(lambda: ds[k])
     assert str(bad) in msg and f"record {k}" in msg and "CRC" in msg
@@ -200,18 +204,18 @@ def test_tfrecord_bad_crc_names_the_record(rows, stored, tmp_path):
 
 def test_tfrecord_missing_index(stored, tmp_path):
     path = shutil.copy(stored["TFRecord + index"].path, tmp_path / "noindex.tfrecord")
-    assert "no index" in _error(lambda: lk.TFRecordRows(path))
+    assert "no index" in _error(lambda: lk.formats.TFRecordRows(path))
 
 
 def test_masked_crc_matches_the_tfrecord_writer():
     from tfrecord import TFRecordWriter
 
-    assert lk.masked_crc(b"abc").to_bytes(4, "little") == TFRecordWriter.masked_crc(b"abc")
+    assert masked_crc(b"abc").to_bytes(4, "little") == TFRecordWriter.masked_crc(b"abc")
 
 
 def test_missing_tensor_file(stored, tmp_path):
     folder = shutil.copytree(stored["torch.save per sample"].path, tmp_path / "pt")
-    ds = lk.TensorFiles(folder)
+    ds = TensorFiles(folder)
     (folder / "0000005.pt").unlink()
     assert "sample 5" in _error(lambda: ds[5])
 
@@ -220,11 +224,11 @@ def test_missing_tensor_file(stored, tmp_path):
 
 def test_break_even_is_where_the_rates_meet():
     jpeg, raw = (1000.0, 1000.0), (100000.0, 12000.0)
-    bw = lk.break_even(jpeg, raw)
-    a = lk.read_decode_rate(*jpeg, bw)
-    b = lk.read_decode_rate(*raw, bw)
+    bw = lk.formats.break_even(jpeg, raw)
+    a = read_decode_rate(*jpeg, bw)
+    b = read_decode_rate(*raw, bw)
     assert a == pytest.approx(b)
-    assert lk.break_even(jpeg, (10.0, 2000.0)) is None  # slower and bigger: never wins
+    assert lk.formats.break_even(jpeg, (10.0, 2000.0)) is None  # slower and bigger: never wins
 
 
 ORIG, RESIZED, RAW = "original JPEG", "JPEG resized ahead", "raw uint8 ahead"
@@ -232,13 +236,13 @@ ORIG, RESIZED, RAW = "original JPEG", "JPEG resized ahead", "raw uint8 ahead"
 
 def _break_even_model(**kw):
     # measured at 64 px: decode rates and bytes per sample, as the chapter's cell gives them
-    return lk.BreakEven({ORIG: (800.0, 40_000.0), RESIZED: (3000.0, 3_000.0),
+    return lk.formats.BreakEven({ORIG: (800.0, 40_000.0), RESIZED: (3000.0, 3_000.0),
                          RAW: (50_000.0, 3 * 64 * 64 + 128)}, 64, fixed=[ORIG], **kw)
 
 
 def test_break_even_model_moves_with_size_and_disk_speed():
     m = _break_even_model()
-    assert m.disk_bytes_per_s == lk.BreakEven.default_disk_bytes_per_s  # none measured
+    assert m.disk_bytes_per_s == lk.formats.BreakEven.default_disk_bytes_per_s  # none measured
     assert m.choices() == m.measured  # at the measured size, nothing is rescaled
     m.set(size=128)
     ch = m.choices()
@@ -262,15 +266,15 @@ def test_break_even_model_refuses_nonsense():
     with pytest.raises(ValueError, match="size=-8"):
         _break_even_model().set(size=-8)
     with pytest.raises(ValueError, match="fixed=\\['nope'\\]"):
-        lk.BreakEven({RAW: (1.0, 1.0)}, 64, fixed=["nope"])
+        lk.formats.BreakEven({RAW: (1.0, 1.0)}, 64, fixed=["nope"])
     with pytest.raises(ValueError, match="choice 'raw uint8 ahead'"):
-        lk.BreakEven({RAW: (0.0, 1.0)}, 64)
+        lk.formats.BreakEven({RAW: (0.0, 1.0)}, 64)
 
 
 def test_break_even_widget_wires_sliders_to_the_model_without_a_browser():
     pytest.importorskip("ipywidgets")
     m = _break_even_model(disk_bytes_per_s=2e9)
-    w = lk.BreakEvenWidget(m)
+    w = lk.formats.BreakEvenWidget(m)
     assert w.disk.value == pytest.approx(2000.0) and w.size.value == 64
     first = w.plot.value
     assert first[:8] == b"\x89PNG\r\n\x1a\n"
@@ -286,9 +290,9 @@ def test_break_even_widget_wires_sliders_to_the_model_without_a_browser():
 def test_resize_and_raw_ahead_agree(ci_fixture, tmp_path):
     images = ci_fixture("images")
     size = images.meta["size"] // 2
-    resized = lk.ImageFolderDataset(lk.resize_ahead(images, tmp_path / "r", size))
-    raw = lk.MemmapRows(lk.raw_ahead(images, tmp_path / "raw.npy", size))
-    orig = lk.ImageFolderDataset(images, transform=lk.ResizeTo(size))
+    resized = lk.ImageFolderDataset(lk.formats.resize_ahead(images, tmp_path / "r", size))
+    raw = lk.MemmapRows(lk.formats.raw_ahead(images, tmp_path / "raw.npy", size))
+    orig = lk.ImageFolderDataset(images, transform=lk.formats.ResizeTo(size))
     assert len(resized) == len(raw) == len(orig) == images.samples
     assert raw[3][0].shape == resized[3]["image"].shape == (3, size, size)
     assert torch.equal(raw[3][0], orig[3]["image"])
@@ -301,14 +305,14 @@ def test_bench_formats_is_registered_and_reports_its_ratio(ci_fixture):
 
     ci_fixture("array")
     assert "formats" in BENCHMARKS
-    out = lk.run_benchmark("formats", scale="ci", rows=256, trials=1, num_workers=1)
+    out = lk.tools.run_benchmark("formats", scale="ci", rows=256, trials=1, num_workers=1)
     assert out["rows"] == 256 and out["lmdb_vs_memmap"] > 0
     assert isinstance(out["goal_met"], bool) and out["hdf5_chunked_vs_contiguous"] > 0
 
 
 # -- tf.data, the optional extra ---------------------------------------------------------------
 
-_TF_OK, _TF_WHY = lk.tfdata_status()
+_TF_OK, _TF_WHY = lk.formats.tfdata_status()
 
 
 def test_tfdata_status_says_why_when_tensorflow_is_absent():
@@ -317,28 +321,28 @@ def test_tfdata_status_says_why_when_tensorflow_is_absent():
     else:
         assert "not installed" in _TF_WHY and "labkit[tfdata]" in _TF_WHY
         with pytest.raises(RuntimeError, match="not installed"):
-            lk.tfdata_measure("nothing.tfrecord")
+            lk.formats.tfdata_measure("nothing.tfrecord")
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _TF_OK, reason=_TF_WHY)
 def test_tfdata_reads_every_record_once_with_the_same_bytes(rows, stored):
-    out = lk.tfdata_measure(stored["TFRecord + index"].path, passes=1, warmup=0, shuffle=64)
+    out = lk.formats.tfdata_measure(stored["TFRecord + index"].path, passes=1, warmup=0, shuffle=64)
     assert (out.samples, out.unique) == (N, N)
     assert out.sha256 == hashlib.sha256(rows.tobytes()).hexdigest()
 
 
 def test_one_tensor_files_read_back_fork_and_pickle(rows, tmp_path):
-    fmts, note = lk.write_tensor_formats(rows, tmp_path / "one")
+    fmts, note = lk.formats.write_tensor_formats(rows, tmp_path / "one")
     names = [f.name for f in fmts]
     assert names[0] == "torch.load(mmap=True)"
     assert ("safetensors" in names) == (note == ""), note
     want = hashlib.sha256(rows.tobytes()).hexdigest()
     for f in fmts:
-        assert lk.read_back(f) == (N, want), f.name
+        assert lk.formats.read_back(f) == (N, want), f.name
         ds = f.make()
         ds[0]  # the parent reads first
-        assert lk.trap_trial(through(ds), rows).outcome == "ok", f.name
+        assert lk.formats.trap_trial(through(ds), rows).outcome == "ok", f.name
         assert pickle.loads(pickle.dumps(ds)).path == ds.path
 
 
@@ -346,16 +350,16 @@ def test_one_tensor_files_refuse_a_bad_file(tmp_path):
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a tensor file")
     with pytest.raises(lk.DataFormatError, match="bad.pt"):
-        lk.TorchMmapRows(bad)
+        lk.formats.TorchMmapRows(bad)
     pytest.importorskip("safetensors")
     with pytest.raises(lk.DataFormatError, match="bad.pt"):
-        lk.SafetensorsRows(bad)
+        lk.formats.SafetensorsRows(bad)
 
 
 def test_hdf5_rows_hold_the_dataset_and_take_a_chunk_cache(rows, tmp_path):
     p = tmp_path / "c.h5"
-    lk.write_hdf5(p, rows, chunk_rows=16, compression="gzip")
-    ds = lk.Hdf5Rows(p, rdcc_nbytes=4096)
+    lk.formats.write_hdf5(p, rows, chunk_rows=16, compression="gzip")
+    ds = lk.formats.Hdf5Rows(p, rdcc_nbytes=4096)
     ds[3]
     assert ds.handle.id.get_access_plist().get_chunk_cache()[1] == 4096
     assert ds.handle is ds.handle  # one open dataset per process, its cache kept
@@ -363,18 +367,18 @@ def test_hdf5_rows_hold_the_dataset_and_take_a_chunk_cache(rows, tmp_path):
 
 def test_lmdb_lock_is_one_choice_per_file_per_process(rows, tmp_path):
     p = tmp_path / "l.lmdb"
-    lk.write_lmdb(p, rows)
-    lk.LmdbRows(p, lock=True)[0]
+    lk.formats.write_lmdb(p, rows)
+    lk.formats.LmdbRows(p, lock=True)[0]
     with pytest.raises(ValueError, match="lock"):
-        lk.LmdbRows(p)
-    eager = lk.EagerLmdbRows(shutil.copytree(p, tmp_path / "e.lmdb"), lock=False)
+        lk.formats.LmdbRows(p)
+    eager = lk.formats.EagerLmdbRows(shutil.copytree(p, tmp_path / "e.lmdb"), lock=False)
     assert eager.env.flags()["lock"] is False
 
 
 # -- Lance and ArrayRecord, the optional moreformats extra -------------------------------------
 
-_LANCE_OK, _LANCE_WHY = lk.lance_status()
-_AR_OK, _AR_WHY = lk.array_record_status()
+_LANCE_OK, _LANCE_WHY = lk.formats.lance_status()
+_AR_OK, _AR_WHY = lk.formats.array_record_status()
 
 
 def _in_a_fresh_process(body: str) -> None:
@@ -391,7 +395,7 @@ def _in_a_fresh_process(body: str) -> None:
 
 def test_more_formats_are_written_where_installed_and_say_why_where_not(tmp_path):
     _in_a_fresh_process(f"""
-        fmts, notes = lk.write_more_formats(rows, {str(tmp_path / "more")!r})
+        fmts, notes = lk.formats.write_more_formats(rows, {str(tmp_path / "more")!r})
         names = [f.name for f in fmts]
         assert ("Lance" in names) == {_LANCE_OK} and ("ArrayRecord" in names) == {_AR_OK}
         assert len(notes) == 2 - len(fmts)
@@ -400,7 +404,7 @@ def test_more_formats_are_written_where_installed_and_say_why_where_not(tmp_path
             assert 'pip install -e ".[moreformats]"' in note
         want = hashlib.sha256(rows.tobytes()).hexdigest()
         for f in fmts:
-            assert lk.read_back(f) == (N, want), f.name
+            assert lk.formats.read_back(f) == (N, want), f.name
             assert pickle.loads(pickle.dumps(f.make())).path == f.path
         """)
 
@@ -410,23 +414,23 @@ def test_lance_rows_by_position_and_a_bad_dataset(tmp_path):
     _in_a_fresh_process(f"""
         import pytest
         p = {str(tmp_path / "r.lance")!r}
-        lk.write_lance(p, rows)
-        x, i = lk.LanceRows(p)[17]
+        write_lance(p, rows)
+        x, i = lk.formats.LanceRows(p)[17]
         assert i == 17 and np.array_equal(x.numpy(), rows[17])
         bad = {str(tmp_path / "not.lance")!r}
         __import__("os").mkdir(bad)
         with pytest.raises(lk.DataFormatError, match="not.lance"):
-            lk.LanceRows(bad)
+            lk.formats.LanceRows(bad)
         """)
 
 
 @pytest.mark.skipif(not _AR_OK, reason=_AR_WHY)
 def test_array_record_rows_fork_and_refuse_a_damaged_file(rows, tmp_path):
     p = tmp_path / "r.array_record"
-    lk.write_array_record(p, rows)
-    ds = lk.ArrayRecordRows(p)
+    write_array_record(p, rows)
+    ds = lk.formats.ArrayRecordRows(p)
     ds[0]  # the parent reads first
-    assert lk.trap_trial(through(ds), rows).outcome == "ok"
+    assert lk.formats.trap_trial(through(ds), rows).outcome == "ok"
     short = lk.damaged_copy(p, tmp_path / "short.array_record", "truncate")
     with pytest.raises(lk.DataFormatError, match="short.array_record"):
-        lk.ArrayRecordRows(short)
+        lk.formats.ArrayRecordRows(short)

@@ -19,12 +19,12 @@ def images(ci_fixture):
 
 @pytest.mark.parametrize("decoder", ["opencv", "simplejpeg"])
 def test_decoders_agree_with_pil(images, decoder):
-    if decoder not in lk.available_decoders():
+    if decoder not in lk.images.available_decoders():
         pytest.skip(f"{decoder} not installed")
     for f in images.file_list(".jpg")[:20]:
         data = f.read_bytes()
-        ref = lk.decode_jpeg(data, "pil")
-        got = lk.decode_jpeg(data, decoder)
+        ref = lk.images.decode_jpeg(data, "pil")
+        got = lk.images.decode_jpeg(data, decoder)
         assert got.shape == ref.shape == (images.meta["size"], images.meta["size"], 3)
         assert got.dtype == np.uint8
         # same libjpeg-turbo family: identical or within JPEG IDCT rounding
@@ -33,7 +33,7 @@ def test_decoders_agree_with_pil(images, decoder):
 
 def test_unknown_decoder():
     with pytest.raises(ValueError, match="choose one of pil"):
-        lk.decode_jpeg(b"", "magic")
+        lk.images.decode_jpeg(b"", "magic")
 
 
 def test_dataset_samples_and_labels(images):
@@ -63,7 +63,7 @@ def test_lazy_equals_eager(images):
     ds = lk.ImageFolderDataset(images)
     sub = torch.utils.data.Subset(ds, range(40))
     n = check_lazy_equals_eager(DataLoader(sub, batch_size=8, num_workers=2, timeout=60),
-                                lambda i: lk.decode_jpeg(ds.read(i)).transpose(2, 0, 1),
+                                lambda i: lk.images.decode_jpeg(ds.read(i)).transpose(2, 0, 1),
                                 values_of=lambda b: b["image"])
     assert n == 40
 
@@ -104,7 +104,7 @@ def test_skip_and_count(images, tmp_path):
     for workers in (0, 2):
         loader = DataLoader(ds, batch_size=16, num_workers=workers,
                             timeout=60 if workers else 0,  # torch: none without workers
-                            collate_fn=lk.skip_collate)
+                            collate_fn=lk.images.skip_collate)
         ids, skipped = [], 0
         for b in loader:
             skipped += b["skipped"]
@@ -115,7 +115,7 @@ def test_skip_and_count(images, tmp_path):
 
 
 def test_skip_collate_all_skipped():
-    assert lk.skip_collate([None, None]) == {"skipped": 2}
+    assert lk.images.skip_collate([None, None]) == {"skipped": 2}
 
 
 def test_bad_labels_csv(tmp_path):
@@ -132,7 +132,7 @@ def test_bad_arguments(images):
     with pytest.raises(ValueError, match="decoder"):
         lk.ImageFolderDataset(images, decoder="magic")
     with pytest.raises(ValueError, match="library"):
-        lk.make_augment("magic", 32)
+        lk.images.make_augment("magic", 32)
 
 
 @pytest.mark.parametrize("library", ["albumentations", "torch", "kornia"])
@@ -140,8 +140,8 @@ def test_augment_same_output_contract(images, library):
     if library == "kornia":
         pytest.importorskip("kornia")
     ds = lk.ImageFolderDataset(images)
-    img = lk.decode_jpeg(ds.read(0))
-    aug = lk.make_augment(library, 48, seed=1)
+    img = lk.images.decode_jpeg(ds.read(0))
+    aug = lk.images.make_augment(library, 48, seed=1)
     if aug.per == "batch":
         out = aug(torch.from_numpy(img.transpose(2, 0, 1).copy())[None].repeat(4, 1, 1, 1))
         assert out.shape == (4, 3, 48, 48)
@@ -153,15 +153,15 @@ def test_augment_same_output_contract(images, library):
 
 
 def test_augment_as_transform_through_workers(images):
-    ds = lk.ImageFolderDataset(images, transform=lk.make_augment("albumentations", 32))
+    ds = lk.ImageFolderDataset(images, transform=lk.images.make_augment("albumentations", 32))
     batch = next(iter(DataLoader(torch.utils.data.Subset(ds, range(16)), batch_size=8,
                                  num_workers=1, timeout=60)))
     assert batch["image"].shape == (8, 3, 32, 32)
 
 
-@pytest.mark.gpu(probe=lk.kornia_gpu_status)  # skipped, with the reason, where it cannot run
+@pytest.mark.gpu(probe=lk.images.kornia_gpu_status)  # skipped, with the reason, where it cannot run
 def test_kornia_on_gpu(images):
-    aug = lk.make_augment("kornia", 48)
+    aug = lk.images.make_augment("kornia", 48)
     x = torch.stack([lk.ImageFolderDataset(images)[i]["image"] for i in range(8)]).cuda()
     out = aug(x)
     assert out.device.type == "cuda" and out.shape == (8, 3, 48, 48)
@@ -171,7 +171,7 @@ def test_kornia_on_gpu(images):
 def test_augment_draws_differ_across_workers_and_epochs(images, library):
     """A generator built in the parent must not be replayed by every worker, every epoch."""
     ds = torch.utils.data.Subset(
-        lk.ImageFolderDataset(images, transform=lk.make_augment(library, 32, seed=0)),
+        lk.ImageFolderDataset(images, transform=lk.images.make_augment(library, 32, seed=0)),
         [0] * 8)  # the same image 8 times: any difference comes from the draws
     loader = DataLoader(ds, batch_size=4, num_workers=2, timeout=60)
     epochs = [torch.cat([b["image"] for b in loader]) for _ in range(2)]
@@ -185,18 +185,18 @@ def test_kornia_leaves_the_global_generator_alone():
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    lk.make_augment("kornia", 32, seed=7)
+    lk.images.make_augment("kornia", 32, seed=7)
     assert torch.equal(torch.rand(3), expected)
 
 
 def test_torchvision_v2_does_not_load_here_and_says_why():
     """Chapter 10 has no transforms.v2 row because torchvision cannot load next to this kit's
     CPU torch (PyPI's torchvision for torch 2.13.0 links libtorch_cuda.so / libc10_cuda.so).
-    When this fails, that reason went away: add transforms.v2 to ``lk.make_augment`` and to
+    When this fails, that reason went away: add transforms.v2 to ``lk.images.make_augment`` and to
     chapter 10's comparison, then turn this into a test of that row."""
-    ok, reason = lk.torchvision_status()
+    ok, reason = lk.images.torchvision_status()
     assert not ok, (f"torchvision.transforms.v2 now loads here ({reason}): add it to "
-                    "lk.make_augment and chapter 10's augmentation comparison")
+                    "lk.images.make_augment and chapter 10's augmentation comparison")
     assert reason.startswith("torchvision.transforms.v2 ")
     assert "does not load here" in reason or "is not installed" in reason
     assert torch.__version__ in reason and "download.pytorch.org/whl/cpu" in reason

@@ -32,7 +32,7 @@ def _wds(shards, rank=0, world_size=1, seed=0, buffer=64):
     import webdataset as wds
 
     return (wds.WebDataset(shards, shardshuffle=len(shards), seed=seed,
-                           nodesplitter=lk.split_by_rank(rank, world_size))
+                           nodesplitter=lk.streams.split_by_rank(rank, world_size))
             .shuffle(buffer, seed=seed).to_tuple("npy", "__key__").map_tuple(lambda _: 0, int)
             .batched(16))
 
@@ -117,7 +117,7 @@ def test_hf_shuffled_resume_in_stateful_dataloader_workers_fails_to_restore(pq_f
 def test_webdataset_over_http_faults_raise_and_leave_no_curl_behind(wds_fx, fault, error):
     import webdataset as wds
 
-    with lk.serve(wds_fx, faults=[fault]) as srv:
+    with lk.remote.serve(wds_fx, faults=[fault]) as srv:
         with pytest.raises(Exception, match=error):
             sum(1 for _ in wds.WebDataset(srv.urls("*.tar"), shardshuffle=False))
     assert not lk.worker_processes()  # curl is a child process: it must be gone
@@ -127,7 +127,7 @@ def test_webdataset_over_http_retries_a_transient_503(wds_fx):
     import webdataset as wds
 
     fault = lk.Fault("status", path="shard-00000.tar", nth=1)
-    with lk.serve(wds_fx, faults=[fault]) as srv:
+    with lk.remote.serve(wds_fx, faults=[fault]) as srv:
         n = sum(1 for _ in wds.WebDataset(srv.urls("*.tar"), shardshuffle=False))
         statuses = [r.status for r in srv.log if r.path == "shard-00000.tar"]
     assert n == wds_fx.samples and statuses == [503, 200]  # curl --retry

@@ -21,7 +21,7 @@ from labkit.media.writers import synth_audio, to_int16
 
 
 def require_ffmpeg() -> None:
-    ok, reason = lk.ffmpeg_status()
+    ok, reason = lk.media.ffmpeg_status()
     if ok:
         return
     if os.environ.get("CI") == "true":
@@ -55,7 +55,7 @@ def test_video_fixture_has_the_keyframe_intervals_it_says(videos):
     assert videos.samples == len(videos.meta["videos"]) == 6
     assert len(videos.file_list(".tar")) == 2 and len(videos.file_list(".mp4")) == 6
     for v in videos.meta["videos"]:
-        info = lk.video_info(path_of(videos, v["id"]))
+        info = lk.media.video_info(path_of(videos, v["id"]))
         assert info["frames"] == v["frames"] == 200
         assert info["keyframes"] == list(range(0, 200, v["gop"])), v["file"]
 
@@ -67,15 +67,15 @@ def test_every_frame_carries_its_index(videos):
     dec = lk.media.decoders.video_decoder(path_of(videos, v["id"]))
     frames = dec.get_frames_in_range(0, v["frames"]).data
     assert isinstance(frames, torch.Tensor) and frames.shape[1:] == (3, 64, 64)
-    assert [lk.read_counter(f) for f in frames] == list(range(v["frames"]))
+    assert [lk.media.read_counter(f) for f in frames] == list(range(v["frames"]))
 
 
 def test_counter_survives_a_reduced_decode_size(videos):
     v = first(videos, 25)
-    clip = lk.clip_indices(40, 8, 3)
-    small = lk.decode_clip(path_of(videos, v["id"]), clip, "pyav", size=(32, 32))
+    clip = lk.media.clip_indices(40, 8, 3)
+    small = lk.media.decode_clip(path_of(videos, v["id"]), clip, "pyav", size=(32, 32))
     assert small.shape == (8, 3, 32, 32)
-    assert lk.check_clip(small, clip).ok
+    assert lk.media.check_clip(small, clip).ok
 
 
 def test_synth_frame_rejects_an_index_the_counter_cannot_hold():
@@ -89,12 +89,12 @@ def test_synth_frame_rejects_an_index_the_counter_cannot_hold():
 
 def test_random_clips_are_a_pure_function_of_the_seed(videos):
     vs = videos.meta["videos"]
-    a = lk.random_clips(vs, 3, 16, 2, seed=5)
-    assert a == lk.random_clips(vs, 3, 16, 2, seed=5) != lk.random_clips(vs, 3, 16, 2, seed=6)
+    a = lk.media.random_clips(vs, 3, 16, 2, seed=5)
+    assert a == lk.media.random_clips(vs, 3, 16, 2, seed=5) != lk.media.random_clips(vs, 3, 16, 2, seed=6)
     assert [c.id for c in a] == list(range(18))
     assert all(c.indices[-1] < 200 and len(c.indices) == 16 for c in a)
     with pytest.raises(ValueError, match="a clip needs 399"):
-        lk.random_clips(vs, 1, 200, 2)
+        lk.media.random_clips(vs, 1, 200, 2)
 
 
 @pytest.mark.parametrize("backend", ["torchcodec", "pyav"])
@@ -102,9 +102,9 @@ def test_random_clips_are_a_pure_function_of_the_seed(videos):
 def test_exact_frames_from_both_decoders(videos, backend, seek):
     for gop in (1, 25, 250):
         v = first(videos, gop)
-        for c in lk.random_clips([v], 2, 16, 2, seed=1):
-            frames = lk.decode_clip(path_of(videos, v["id"]), c.indices, backend, seek=seek)
-            check = lk.check_clip(frames, c.indices)
+        for c in lk.media.random_clips([v], 2, 16, 2, seed=1):
+            frames = lk.media.decode_clip(path_of(videos, v["id"]), c.indices, backend, seek=seek)
+            check = lk.media.check_clip(frames, c.indices)
             if backend == "pyav" and seek == "approximate" and gop > 1:
                 assert not check.ok and 0 < check.off_by < gop  # the keyframe, not the frame
                 assert "WRONG FRAMES" in str(check)
@@ -116,13 +116,13 @@ def test_decode_clip_from_bytes_and_unsorted_indices(videos):
     data = path_of(videos, first(videos, 25)["id"]).read_bytes()
     idx = [90, 10, 55, 10]
     for backend in ("torchcodec", "pyav"):
-        assert lk.check_clip(lk.decode_clip(data, idx, backend), idx).ok
+        assert lk.media.check_clip(lk.media.decode_clip(data, idx, backend), idx).ok
 
 
 def test_keyframes_only_decodes_the_keyframes(videos):
     path = path_of(videos, first(videos, 25)["id"])
-    assert lk.decode_all(path, "pyav") == lk.decode_all(path, "torchcodec") == 200
-    assert lk.decode_all(path, "pyav", keyframes_only=True) == 8
+    assert lk.media.decode_all(path, "pyav") == lk.media.decode_all(path, "torchcodec") == 200
+    assert lk.media.decode_all(path, "pyav", keyframes_only=True) == 8
 
 
 # -- audio ----------------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ def test_audio_windows_are_the_stored_samples(audio, backend):
     for f in audio.meta["files"]:
         ref = to_int16(synth_audio(f["kind"], f["sample_rate"], f["seconds"], f["seed"]))
         for start in (0.0, 3.5, f["seconds"] - 2.0):
-            x = lk.audio_window(audio.path / f["file"], start, 2.0, backend=backend)
+            x = lk.media.audio_window(audio.path / f["file"], start, 2.0, backend=backend)
             lo = round(start * f["sample_rate"])
             assert x.shape == (1, 2 * f["sample_rate"]), f["file"]
             np.testing.assert_array_equal(x[0].numpy(),
@@ -142,7 +142,7 @@ def test_audio_windows_are_the_stored_samples(audio, backend):
 @pytest.mark.parametrize("backend", ["torchcodec", "pyav"])
 def test_audio_resampled_window(audio, backend):
     f = next(f for f in audio.meta["files"] if f["sample_rate"] == 44100 and f["kind"] == "tone")
-    x = lk.audio_window(audio.path / f["file"], 5.0, 2.0, sample_rate=16000, backend=backend)
+    x = lk.media.audio_window(audio.path / f["file"], 5.0, 2.0, sample_rate=16000, backend=backend)
     assert x.shape == (1, 32000) and float(x.abs().max()) <= 1.0
     # a stepping chord: the resampled window keeps the tone's energy
     assert 0.1 < float(x.pow(2).mean().sqrt()) < 0.5
@@ -150,14 +150,14 @@ def test_audio_resampled_window(audio, backend):
 
 def test_audio_window_past_the_end_names_the_file_and_time(audio):
     f = audio.meta["files"][0]
-    with pytest.raises(lk.MediaError, match=rf"{f['file']}.*19\.000-21\.000 s runs past"):
-        lk.audio_window(audio.path / f["file"], 19.0, 2.0)
+    with pytest.raises(lk.media.MediaError, match=rf"{f['file']}.*19\.000-21\.000 s runs past"):
+        lk.media.audio_window(audio.path / f["file"], 19.0, 2.0)
 
 
 def test_audio_windows_in_workers_exactly_once(audio):
     flacs = [audio.path / f["file"] for f in audio.meta["files"] if f["format"] == "flac"]
-    starts = lk.audio_starts(audio.meta["seconds"], 10, 1.0, seed=0)
-    ds = lk.AudioWindows(flacs, [(i % len(flacs), s) for i, s in enumerate(starts)], 1.0,
+    starts = lk.media.audio_starts(audio.meta["seconds"], 10, 1.0, seed=0)
+    ds = lk.media.AudioWindows(flacs, [(i % len(flacs), s) for i, s in enumerate(starts)], 1.0,
                          sample_rate=16000)
     seen = []
     for batch in DataLoader(ds, batch_size=3, num_workers=2, timeout=60):
@@ -172,15 +172,15 @@ def _audited(loader, expected):
     seen, wrong = [], 0
     for batch in loader:
         seen += list(zip(batch["worker"], batch["id"].tolist(), strict=True))
-        wrong += sum(not lk.check_clip(f, i).ok
+        wrong += sum(not lk.media.check_clip(f, i).ok
                      for f, i in zip(batch["frames"], batch["indices"].tolist(), strict=True))
     return lk.audit(seen, expected), wrong
 
 
 @pytest.mark.parametrize("backend", ["torchcodec", "pyav"])
 def test_clip_dataset_in_workers_exactly_once_and_right(videos, backend):
-    plan = lk.random_clips(videos.meta["videos"], 2, 8, 2, seed=3)
-    ds = lk.ClipDataset(videos, plan, backend=backend)
+    plan = lk.media.random_clips(videos.meta["videos"], 2, 8, 2, seed=3)
+    ds = lk.media.ClipDataset(videos, plan, backend=backend)
     ds[0]  # a decoder opened here, before the fork, must not be shared with the workers
     result, wrong = _audited(DataLoader(ds, batch_size=3, num_workers=2, timeout=60),
                              len(plan))
@@ -189,12 +189,12 @@ def test_clip_dataset_in_workers_exactly_once_and_right(videos, backend):
 
 
 def test_clip_shard_stream_matches_the_file_plan(videos):
-    stream = lk.ClipShardStream(videos, clips_per_video=2, frames=8, stride=2, seed=3)
+    stream = lk.media.ClipShardStream(videos, clips_per_video=2, frames=8, stride=2, seed=3)
     result, wrong = _audited(DataLoader(stream, batch_size=4, num_workers=2, timeout=60), 12)
     result.check()
     assert wrong == 0 and set(result.per_source) == {"worker0", "worker1"}
     # the same seed draws the same clips as random_clips over the files
-    plan = lk.random_clips(videos.meta["videos"], 2, 8, 2, seed=3)
+    plan = lk.media.random_clips(videos.meta["videos"], 2, 8, 2, seed=3)
     got = {int(s["id"]): tuple(s["indices"].tolist()) for s in iter(stream)}
     assert got == {c.id: c.indices for c in plan}
 
@@ -203,10 +203,10 @@ def test_clip_shard_stream_matches_the_file_plan(videos):
 
 @pytest.fixture
 def spdl_jobs(videos, tmp_path):
-    ok, reason = lk.spdl_status()
+    ok, reason = lk.media.spdl_status()
     if not ok:
         pytest.skip(reason)
-    plan = lk.random_clips(videos.meta["videos"], 1, 8, 2, seed=4)
+    plan = lk.media.random_clips(videos.meta["videos"], 1, 8, 2, seed=4)
     jobs = [(c, path_of(videos, c.video)) for c in plan]
     bad = tmp_path / "not_a_video.mp4"
     bad.write_bytes(b"not a video " * 50)
@@ -215,7 +215,7 @@ def spdl_jobs(videos, tmp_path):
 
 def test_spdl_as_it_comes_loses_a_failure_silently(spdl_jobs):
     _, broken, _ = spdl_jobs
-    run = lk.spdl_clips(broken, counted=False)
+    run = lk.media.spdl_clips(broken, counted=False)
     assert (run.asked, len(run.delivered), run.lost, run.failures) == (6, 5, 1, [])
     assert run.logged >= 1  # the only trace: SPDL's log
 
@@ -223,20 +223,20 @@ def test_spdl_as_it_comes_loses_a_failure_silently(spdl_jobs):
 def test_spdl_max_failures_zero_halts(spdl_jobs):
     _, broken, _ = spdl_jobs
     with pytest.raises(Exception):  # noqa: B017 - SPDL's PipelineFailure, not labkit's
-        lk.spdl_clips(broken, counted=False, max_failures=0)
+        lk.media.spdl_clips(broken, counted=False, max_failures=0)
 
 
 def test_spdl_failures_are_counted_and_raised(spdl_jobs):
     jobs, broken, bad = spdl_jobs
-    with pytest.raises(lk.MediaError, match=rf"(?s)1 of 6 clips failed.*{bad}"):
-        lk.spdl_clips(broken)
-    run = lk.spdl_clips(broken, skip_errors=True)
+    with pytest.raises(lk.media.MediaError, match=rf"(?s)1 of 6 clips failed.*{bad}"):
+        lk.media.spdl_clips(broken)
+    run = lk.media.spdl_clips(broken, skip_errors=True)
     assert run.lost == len(run.failures) == 1 and str(bad) in run.failures[0]
-    ok = lk.spdl_clips(jobs)
+    ok = lk.media.spdl_clips(jobs)
     assert len(ok.delivered) == 6 and not ok.failures
     for item in ok.delivered:
         clip = jobs[item["id"]][0]
-        assert lk.check_clip(item["frames"], clip.indices).ok
+        assert lk.media.check_clip(item["frames"], clip.indices).ok
 
 
 # -- bad input ------------------------------------------------------------------------------------
@@ -260,11 +260,11 @@ def damaged(videos, audio, tmp_path):
 @pytest.mark.parametrize("backend", ["torchcodec", "pyav"])
 def test_truncated_mp4_names_the_file_and_the_time(damaged, backend):
     cut = damaged / "cut.mp4"
-    assert lk.check_clip(lk.decode_clip(cut, [10, 11], backend), [10, 11]).ok  # before the cut
-    with pytest.raises(lk.MediaError, match=rf"{cut}: .*frame 180.*(7\.200 s|cut short)"):
-        lk.decode_clip(cut, [180, 181], backend)
-    with pytest.raises(lk.MediaError, match=rf"{cut}: cannot decode .*frame \d+ \(at \d+\.\d+ s"):
-        lk.decode_all(cut, backend)
+    assert lk.media.check_clip(lk.media.decode_clip(cut, [10, 11], backend), [10, 11]).ok  # before the cut
+    with pytest.raises(lk.media.MediaError, match=rf"{cut}: .*frame 180.*(7\.200 s|cut short)"):
+        lk.media.decode_clip(cut, [180, 181], backend)
+    with pytest.raises(lk.media.MediaError, match=rf"{cut}: cannot decode .*frame \d+ \(at \d+\.\d+ s"):
+        lk.media.decode_all(cut, backend)
 
 
 @pytest.mark.parametrize("backend", ["torchcodec", "pyav"])
@@ -272,15 +272,15 @@ def test_truncated_mp4_names_the_file_and_the_time(damaged, backend):
                                              ("empty.mp4", "zero-length file"),
                                              ("missing.mp4", "no such file")])
 def test_not_media_empty_and_missing_are_named(damaged, backend, name, what):
-    with pytest.raises(lk.MediaError, match=rf"{damaged / name}: {what}"):
-        lk.decode_clip(damaged / name, [0], backend)
+    with pytest.raises(lk.media.MediaError, match=rf"{damaged / name}: {what}"):
+        lk.media.decode_clip(damaged / name, [0], backend)
 
 
 def test_in_memory_bytes_that_are_not_video_are_named():
-    with pytest.raises(lk.MediaError, match=r"<0 bytes in memory>: empty"):
-        lk.decode_clip(b"", [0])
-    with pytest.raises(lk.MediaError, match=r"<400 bytes in memory>: cannot open"):
-        lk.decode_clip(b"x" * 400, [0], "pyav")
+    with pytest.raises(lk.media.MediaError, match=r"<0 bytes in memory>: empty"):
+        lk.media.decode_clip(b"", [0])
+    with pytest.raises(lk.media.MediaError, match=r"<400 bytes in memory>: cannot open"):
+        lk.media.decode_clip(b"x" * 400, [0], "pyav")
 
 
 @pytest.mark.parametrize("backend", ["torchcodec", "pyav"])
@@ -289,8 +289,8 @@ def test_in_memory_bytes_that_are_not_video_are_named():
                                              ("cut.wav", "the WAV header promises .*truncated"),
                                              ("empty.mp4", "zero-length")])
 def test_audio_with_a_wrong_header_is_named(damaged, backend, name, what):
-    with pytest.raises(lk.MediaError, match=rf"{damaged / name}: {what}"):
-        lk.audio_window(damaged / name, 0.0, 1.0, backend=backend)
+    with pytest.raises(lk.media.MediaError, match=rf"{damaged / name}: {what}"):
+        lk.media.audio_window(damaged / name, 0.0, 1.0, backend=backend)
 
 
 def test_a_broken_video_in_a_shard_is_named_or_skipped_and_counted(videos, tmp_path):
@@ -309,23 +309,23 @@ def test_a_broken_video_in_a_shard_is_named_or_skipped_and_counted(videos, tmp_p
                 data = b"not a video" * 10
                 m.size = len(data)
             tar.addfile(m, __import__("io").BytesIO(data))
-    stream = lk.ClipShardStream(shards, clips_per_video=1, frames=4, seed=0)
-    with pytest.raises(lk.MediaError, match=rf"{victim}: sample 000001: .*cannot open"):
+    stream = lk.media.ClipShardStream(shards, clips_per_video=1, frames=4, seed=0)
+    with pytest.raises(lk.media.MediaError, match=rf"{victim}: sample 000001: .*cannot open"):
         list(stream)
-    skipping = lk.ClipShardStream(shards, clips_per_video=1, frames=4, seed=0, skip_errors=True)
+    skipping = lk.media.ClipShardStream(shards, clips_per_video=1, frames=4, seed=0, skip_errors=True)
     assert len(list(skipping)) == 5 and len(skipping.errors) == 1
 
 
 def test_bad_arguments_fail_fast(videos):
     path = path_of(videos, 0)
     with pytest.raises(ValueError, match="backend must be one of"):
-        lk.decode_clip(path, [0], "opencv")
+        lk.media.decode_clip(path, [0], "opencv")
     with pytest.raises(ValueError, match="seek must be one of"):
-        lk.decode_clip(path, [0], seek="nearest")
-    with pytest.raises(lk.MediaError, match=rf"{path}: frame 999 is outside 0..199"):
-        lk.decode_clip(path, [999])
+        lk.media.decode_clip(path, [0], seek="nearest")
+    with pytest.raises(lk.media.MediaError, match=rf"{path}: frame 999 is outside 0..199"):
+        lk.media.decode_clip(path, [999])
     with pytest.raises(ValueError, match="device= is a torchcodec option"):
-        lk.decode_clip(path, [0], "pyav", device="cuda")
+        lk.media.decode_clip(path, [0], "pyav", device="cuda")
 
 
 # -- what runs here, and what to install where it does not ----------------------------------------
@@ -347,7 +347,7 @@ def test_without_ffmpeg_the_reason_says_what_to_install(monkeypatch):
     backends.torchcodec_status.cache_clear()
     monkeypatch.setattr(optional.importlib, "import_module", no_libav)
     try:
-        ok, reason = lk.ffmpeg_status()
+        ok, reason = lk.media.ffmpeg_status()
         assert not ok and FFMPEG_INSTALL in reason and "apt-get install ffmpeg" in reason
         assert "torchcodec does not load here (RuntimeError: Could not load" in reason
     finally:
@@ -368,7 +368,7 @@ def test_lab_prints_what_to_install_without_ffmpeg(monkeypatch, capsys):
 
 
 def test_probes_say_what_runs_here():
-    for probe in (lk.ffmpeg_status, lk.pyav_status, lk.spdl_status, lk.media_gpu_status):
+    for probe in (lk.media.ffmpeg_status, lk.media.pyav_status, lk.media.spdl_status, lk.media.media_gpu_status):
         ok, reason = probe()
         assert isinstance(ok, bool) and reason
 
@@ -379,12 +379,12 @@ def test_media_benchmark_is_registered():
     assert "media" in BENCHMARKS and "16-frame clips" in BENCHMARKS["media"].goal
 
 
-@pytest.mark.gpu(probe=lk.media_gpu_status)  # skipped, with the reason, where it cannot run
+@pytest.mark.gpu(probe=lk.media.media_gpu_status)  # skipped, with the reason, where it cannot run
 def test_gpu_clip_decode_returns_the_right_frames(videos):
     v = first(videos, 25)
-    clip = lk.clip_indices(30, 8, 2)
-    frames = lk.decode_clip(path_of(videos, v["id"]), clip, device="cuda")
-    assert frames.is_cuda and lk.check_clip(frames.cpu(), clip).ok
+    clip = lk.media.clip_indices(30, 8, 2)
+    frames = lk.media.decode_clip(path_of(videos, v["id"]), clip, device="cuda")
+    assert frames.is_cuda and lk.media.check_clip(frames.cpu(), clip).ok
 
 
 class _Item:

@@ -34,7 +34,7 @@ def need(name: str) -> None:
 
 @pytest.fixture(scope="module")
 def store():
-    with lk.s3_store() as s:
+    with lk.objstore.s3_store() as s:
         yield s
 
 

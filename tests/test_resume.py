@@ -47,7 +47,7 @@ def test_lost_and_duplicated_samples_are_counted(bug, lost, dup):
 def test_table_is_deterministic_and_combines_trials():
     a = lk.resume_trial(lambda: Counting(), name="a")
     b = lk.resume_trial(lambda: Counting(bug="lose"), name="b")
-    text = lk.format_resume_table([a, b])
+    text = lk.instruments.format_resume_table([a, b])
     assert text.splitlines()[0].split() == ["loader", "run", "delivered", "lost", "duplicated",
                                             "same", "order"]
     assert text.splitlines()[-1].split() == ["b", "resumed", "twice", "32", "8", "0", "no"]
@@ -82,7 +82,7 @@ def test_verdict_table_pins_what_holds_for_any_seed_and_version():
     exact = lk.resume_trial(lambda: Counting(), name="exact")
     loses = lk.resume_trial(lambda: Counting(bug="lose"), name="loses")
     broken = lk.resume_trial(lambda: Breaks(), stops=(3, 2), record_errors=True, name="broken")
-    lines = lk.format_resume_table([exact, loses, broken], counts=False).splitlines()
+    lines = lk.instruments.format_resume_table([exact, loses, broken], counts=False).splitlines()
     assert lines[0].split() == ["loader", "run", "every", "sample", "once", "same", "order"]
     assert lines[2].split() == ["exact", "uninterrupted", "exact", "yes"]
     assert lines[-4].split() == ["loses", "resumed", "twice", "loses", "no"]

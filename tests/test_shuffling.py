@@ -14,18 +14,18 @@ from labkit.instruments.shuffling import (
     same_shard_neighbours,
 )
 
-SHARD = lk.shard_of_bounds([0, 250, 500, 750])
+SHARD = lk.instruments.shard_of_bounds([0, 250, 500, 750])
 
 
 def test_stored_order_is_unshuffled():
-    q = lk.shuffle_quality(range(1000), SHARD, [250] * 4)
+    q = lk.instruments.shuffle_quality(range(1000), SHARD, [250] * 4)
     assert q["displacement"] == 0 and q["rank_correlation"] == 1
     assert q["same_shard_neighbours"] == pytest.approx(996 / 999)
 
 
 def test_full_permutation_matches_expectations():
     order = np.random.default_rng(0).permutation(20_000)
-    shard = lk.shard_of_bounds(shard_bounds(20_000, 4))
+    shard = lk.instruments.shard_of_bounds(shard_bounds(20_000, 4))
     assert displacement(order) == pytest.approx(1 / 3, abs=0.01)
     assert abs(rank_correlation(order)) < 0.03
     assert same_shard_neighbours(order, shard) == pytest.approx(
@@ -35,7 +35,7 @@ def test_full_permutation_matches_expectations():
 @pytest.mark.parametrize("n, k", [(1000, 4), (10, 3), (100_000, 64)])
 def test_shard_of_bounds_inverts_the_cut(n, k):
     bounds = shard_bounds(n, k)
-    shard = lk.shard_of_bounds(bounds)
+    shard = lk.instruments.shard_of_bounds(bounds)
     assert [shard(i) for i in range(n)] == [s for s in range(k)
                                            for _ in range(bounds[s], bounds[s + 1])]
 
@@ -45,7 +45,7 @@ def test_reversed_order_has_rank_correlation_minus_one():
 
 
 def test_works_on_any_ids_not_only_0_to_n():
-    q = lk.shuffle_quality([10, 30, 20], None)
+    q = lk.instruments.shuffle_quality([10, 30, 20], None)
     assert q["samples"] == 3 and "same_shard_neighbours" not in q
 
 
@@ -55,6 +55,6 @@ def test_empty_order_is_an_error():
 
 
 def test_plot_returns_a_figure():
-    fig = lk.plot_shuffle_quality({"a": [(0, {"same_shard_neighbours": 1.0}),
+    fig = lk.display.plot_shuffle_quality({"a": [(0, {"same_shard_neighbours": 1.0}),
                                          (10, {"same_shard_neighbours": 0.5})]}, reference=0.25)
     assert fig.axes[0].get_xscale() == "log"

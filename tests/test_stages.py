@@ -8,7 +8,7 @@ from labkit.images.stages import STAGES
 
 def test_breakdown_times_every_stage(ci_fixture):
     ds = lk.ImageFolderDataset(ci_fixture("images"))
-    b = lk.stage_breakdown(ds, lk.make_augment("torch", 32), samples=32, batch_size=8,
+    b = lk.images.stage_breakdown(ds, lk.images.make_augment("torch", 32), samples=32, batch_size=8,
                            repeats=1, device="cuda")
     assert set(b.per_sample_s) == set(STAGES)
     for stage in ("read", "decode", "augment", "collate"):
@@ -22,7 +22,7 @@ def test_breakdown_times_every_stage(ci_fixture):
 
 def test_breakdown_batch_augment_and_none(ci_fixture):
     ds = lk.ImageFolderDataset(ci_fixture("images"))
-    for aug in (None, lk.make_augment("kornia", 32)):
-        b = lk.stage_breakdown(ds, aug, samples=16, batch_size=8, repeats=1)
+    for aug in (None, lk.images.make_augment("kornia", 32)):
+        b = lk.images.stage_breakdown(ds, aug, samples=16, batch_size=8, repeats=1)
         assert b.samples == 16 and b.total_s > 0
         assert b.notes["host_to_device"] == "no device given"

@@ -1,4 +1,4 @@
-"""lk.TarShardStream: the kit's resumable stream over tar shards, under the shared contracts."""
+"""lk.streams.TarShardStream: the kit's resumable stream over tar shards, under the shared contracts."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def wds(ci_fixture):
 @pytest.mark.parametrize("buffer_size", [0, 64])
 def test_exactly_once_over_workers_and_ranks(wds, buffer_size):
     def make(rank, world_size, num_workers):
-        return _loader(lk.TarShardStream(wds, seed=1, buffer_size=buffer_size, rank=rank,
+        return _loader(lk.streams.TarShardStream(wds, seed=1, buffer_size=buffer_size, rank=rank,
                                       world_size=world_size), num_workers)
 
     check_exactly_once(make, wds.samples)
@@ -41,7 +41,7 @@ def test_exactly_once_over_workers_and_ranks(wds, buffer_size):
 
 def test_same_seed_same_order_new_epoch_new_order(wds):
     def make_seeded(seed, epoch):
-        s = lk.TarShardStream(wds, seed=seed, buffer_size=64)
+        s = lk.streams.TarShardStream(wds, seed=seed, buffer_size=64)
         s.set_epoch(epoch)
         return _loader(s)
 
@@ -50,7 +50,7 @@ def test_same_seed_same_order_new_epoch_new_order(wds):
 
 
 def test_unshuffled_is_the_stored_order(wds):
-    ids = epoch_ids(_loader(lk.TarShardStream(wds, shuffle_shards=False)))
+    ids = epoch_ids(_loader(lk.streams.TarShardStream(wds, shuffle_shards=False)))
     assert ids == list(range(wds.samples))
 
 
@@ -65,7 +65,7 @@ def test_lazy_equals_eager_npy_members(wds):
                 if m.name.endswith(".npy"):
                     eager[int(m.name.split(".")[0])] = np.load(io.BytesIO(tar.extractfile(m)
                                                                           .read()))
-    n = check_lazy_equals_eager(_loader(lk.TarShardStream(wds, buffer_size=64)), eager.__getitem__,
+    n = check_lazy_equals_eager(_loader(lk.streams.TarShardStream(wds, buffer_size=64)), eager.__getitem__,
                                 values_of=lambda b: b["features"])
     assert n == wds.samples
 
@@ -76,7 +76,7 @@ def test_resume_with_stateful_dataloader(wds, num_workers):
 
     def make():
         kw = {"timeout": 30} if num_workers else {}
-        return StatefulDataLoader(lk.TarShardStream(wds, seed=3, buffer_size=64), batch_size=32,
+        return StatefulDataLoader(lk.streams.TarShardStream(wds, seed=3, buffer_size=64), batch_size=32,
                                   num_workers=num_workers, **kw)
 
     trial = check_resume(make, stops=(3, 4), name=f"TarShardStream w{num_workers}")
@@ -86,15 +86,15 @@ def test_resume_with_stateful_dataloader(wds, num_workers):
 def test_resume_of_the_dataset_itself(wds):
     """No torchdata: iterate the stream and save its own state between samples."""
     def make():
-        return lk.TarShardStream(wds, seed=3, buffer_size=64)
+        return lk.streams.TarShardStream(wds, seed=3, buffer_size=64)
 
     check_resume(make, stops=(100, 57), ids_of=lambda sample: [sample["id"]])
 
 
 def test_state_for_another_stream_is_refused(wds):
-    state = lk.TarShardStream(wds, seed=3).state_dict()
+    state = lk.streams.TarShardStream(wds, seed=3).state_dict()
     with pytest.raises(ValueError, match="different stream"):
-        lk.TarShardStream(wds, seed=4).load_state_dict(state)
+        lk.streams.TarShardStream(wds, seed=4).load_state_dict(state)
 
 
 def test_buffer_order_is_a_permutation():
@@ -107,36 +107,36 @@ def test_buffer_order_is_a_permutation():
 def test_truncated_shard_names_the_file(wds, tmp_path):
     bad = lk.damaged_copy(wds, tmp_path / "wds", "truncate", file="shard-00001.tar", at=0.5)
     with pytest.raises(DataFormatError, match="shard-00001.tar"):
-        epoch_ids(_loader(lk.TarShardStream(tmp_path / "wds", shuffle_shards=False)))
+        epoch_ids(_loader(lk.streams.TarShardStream(tmp_path / "wds", shuffle_shards=False)))
     assert bad.name == "shard-00001.tar"
 
 
 def test_shard_cut_inside_a_member_header_is_not_silently_short(wds, tmp_path):
     """tarfile stops quietly at a cut header; the stream must not deliver a short shard."""
     shard = wds.file_list(".tar")[1]
-    _, members = lk.TarShardStream([shard])._shard_index(0)[5]
+    _, members = lk.streams.TarShardStream([shard])._shard_index(0)[5]
     cut = min(offset for offset, _ in members.values()) - 256  # inside that member's header
     bad = tmp_path / "cut.tar"
     bad.write_bytes(shard.read_bytes()[:cut])
     with pytest.raises(DataFormatError, match=r"cut.tar: the shard is truncated"):
-        epoch_ids(_loader(lk.TarShardStream([bad], shuffle_shards=False)))
+        epoch_ids(_loader(lk.streams.TarShardStream([bad], shuffle_shards=False)))
 
 
 def test_state_saved_after_set_epoch_starts_the_new_epoch(wds):
-    s = lk.TarShardStream(wds, seed=1)
+    s = lk.streams.TarShardStream(wds, seed=1)
     n = sum(1 for _ in s)
     s.set_epoch(1)
-    t = lk.TarShardStream(wds, seed=1)
+    t = lk.streams.TarShardStream(wds, seed=1)
     t.load_state_dict(s.state_dict())
     assert sum(1 for _ in t) == n == wds.samples
 
 
 def test_missing_shard_names_the_file(wds, tmp_path):
     with pytest.raises(DataFormatError, match="gone.tar"):
-        epoch_ids(_loader(lk.TarShardStream([tmp_path / "gone.tar"])))
+        epoch_ids(_loader(lk.streams.TarShardStream([tmp_path / "gone.tar"])))
 
 
 def test_split_by_rank_takes_every_nth():
-    assert list(lk.split_by_rank(1, 3)(iter(range(10)))) == [1, 4, 7]
+    assert list(lk.streams.split_by_rank(1, 3)(iter(range(10)))) == [1, 4, 7]
     with pytest.raises(ValueError):
-        lk.split_by_rank(2, 2)
+        lk.streams.split_by_rank(2, 2)

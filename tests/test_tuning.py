@@ -13,7 +13,7 @@ from tests.contracts import check_exactly_once, check_lazy_equals_eager
 
 
 def test_work_dataset_exactly_once_and_values():
-    ds = lk.WorkDataset(48, ms=0.0, features=4)
+    ds = lk.instruments.WorkDataset(48, ms=0.0, features=4)
     sampler = __import__("torch").utils.data.distributed.DistributedSampler
 
     def make(rank, world_size, num_workers):
@@ -28,13 +28,13 @@ def test_work_dataset_exactly_once_and_values():
 
 def test_work_dataset_bad_args():
     with pytest.raises(ValueError, match="kind must be"):
-        lk.WorkDataset(4, kind="spin")
+        lk.instruments.WorkDataset(4, kind="spin")
     with pytest.raises(IndexError):
-        lk.WorkDataset(4, ms=0)[4]
+        lk.instruments.WorkDataset(4, ms=0)[4]
 
 
 def test_suggest_enough_workers_with_headroom():
-    s = lk.suggest_loader(worker_batches_per_s=10, step_batches_per_s=25, cores=8)
+    s = lk.instruments.suggest_loader(worker_batches_per_s=10, step_batches_per_s=25, cores=8)
     assert s.num_workers == 3 and s.limited_by == "step"  # 25 x 1.2 / 10 = 3.0
     assert s.capacity_ratio == pytest.approx(30 / 25)
     assert s.loader_kwargs() == {"num_workers": 3, "prefetch_factor": 2,
@@ -46,20 +46,20 @@ def test_suggest_enough_workers_with_headroom():
 
 
 def test_suggest_capped_by_cores_says_so():
-    s = lk.suggest_loader(10, 100, cores=2)
+    s = lk.instruments.suggest_loader(10, 100, cores=2)
     assert s.num_workers == 2 and s.limited_by == "cores"
     assert "only 2 cores" in s.reason and "loader-bound" in s.reason
 
 
 def test_suggest_prefetch_covers_slow_batches():
     # 2 workers, 10 ms steps: 2 x 2 x 10 ms = 40 ms of buffer; a 100 ms p99 needs 5
-    s = lk.suggest_loader(60, 100, cores=4, batch_time_p99_s=0.100)
+    s = lk.instruments.suggest_loader(60, 100, cores=4, batch_time_p99_s=0.100)
     assert s.num_workers == 2 and s.prefetch_factor == 5
 
 
 def test_suggest_rejects_nonpositive_rates():
     with pytest.raises(ValueError, match="positive"):
-        lk.suggest_loader(0, 10)
+        lk.instruments.suggest_loader(0, 10)
 
 
 def test_usable_cores():
@@ -72,9 +72,9 @@ def test_thread_pools_in_this_process_and_in_each_worker():
     method's pickling (it is a module-level function)."""
     import torch
 
-    here = lk.thread_pools()
+    here = lk.instruments.thread_pools()
     assert here["source"] == "main" and here["torch"] == torch.get_num_threads()
     assert all({"internal_api", "num_threads"} <= set(p) for p in here["pools"])
     seen = {b["source"]: b["torch"] for b in DataLoader(
-        range(4), batch_size=1, num_workers=2, collate_fn=lk.thread_pools, timeout=60)}
+        range(4), batch_size=1, num_workers=2, collate_fn=lk.instruments.thread_pools, timeout=60)}
     assert seen == {"worker0": 1, "worker1": 1}

@@ -313,7 +313,7 @@ def save_tuning(results: list[TuningResult], path=None, *, scale: str | None = N
                 samples: int | None = None, extra: dict | None = None):
     """Write the tuned configuration and every step's figures as JSON; returns the path.
 
-    Default path: ``<LABKIT_DATA>/tuned/image_pipeline-<scale>.json``. ``lk.load_tuning()``
+    Default path: ``<LABKIT_DATA>/tuned/image_pipeline-<scale>.json``. ``lk.capstone.load_tuning()``
     gives the config back for the loader built from the same knobs (chapter 16's
     ``make_loader``), so a later notebook or script starts from what this machine measured
     instead of from the naive pipeline.
@@ -354,13 +354,13 @@ def load_tuning(path=None, *, scale: str | None = None) -> dict:
         record = json.loads(path.read_text())
     except OSError as e:
         raise LabkitError(f"{path}: cannot read the tuning record: {e.strerror or e} (run "
-                          "chapter 16's tuning, or lk.save_tuning, first)") from None
+                          "chapter 16's tuning, or lk.capstone.save_tuning, first)") from None
     except json.JSONDecodeError as e:
         raise LabkitError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(record, dict) or record.get("schema") != TUNING_SCHEMA:
         raise LabkitError(f"{path}: not a tuning record (schema "
                           f"{record.get('schema') if isinstance(record, dict) else None!r}, "
-                          f"expected {TUNING_SCHEMA!r}); write one with lk.save_tuning")
+                          f"expected {TUNING_SCHEMA!r}); write one with lk.capstone.save_tuning")
     missing = sorted(set(NAIVE) - set(record.get("config") or {}))
     if missing:
         raise LabkitError(f"{path}: the tuned config lacks {', '.join(missing)}")

@@ -84,7 +84,7 @@ def plot_rates(measurements, title: str | None = None):
 def plot_worker_memory(traces, kind: str = "uss", title: str | None = None):
     """Per-worker USS (or PSS) against batches delivered, one panel per dataset (chapter 03).
 
-    ``traces``: :class:`~labkit.instruments.memory.WorkerMemory` objects from ``lk.worker_memory``.
+    ``traces``: :class:`~labkit.instruments.memory.WorkerMemory` objects from ``lk.instruments.worker_memory``.
     """
     traces = list(traces)
     fig, axes = subplots(1, len(traces), figsize=(4 * len(traces), 3.2), sharey=True,
@@ -168,7 +168,7 @@ def plot_shuffle_quality(results: dict, metric: str = "same_shard_neighbours",
     """One line per loader: a shuffle-quality ``metric`` against buffer size (chapter 08).
 
     Args:
-        results: ``{loader name: [(buffer_size, lk.shuffle_quality(...) dict), ...]}``.
+        results: ``{loader name: [(buffer_size, lk.instruments.shuffle_quality(...) dict), ...]}``.
         reference: a horizontal line, e.g. the metric's value for a full permutation.
     """
     fig, ax = subplots(figsize=(7, 4))

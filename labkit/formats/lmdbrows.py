@@ -111,7 +111,7 @@ def check_lmdb(path, *, lock: bool = False) -> dict:
         raw = txn.get(_META)
     if raw is None:
         raise DataFormatError(f"{path}: no {_META.decode()} key; not written by "
-                              "lk.write_lmdb")
+                              "lk.formats.write_lmdb")
     return json.loads(raw)
 
 

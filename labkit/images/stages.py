@@ -65,7 +65,7 @@ def stage_breakdown(dataset, augment=None, *, batch_size: int = 64, samples: int
 
     Args:
         dataset: an :class:`~labkit.ImageFolderDataset` (its ``read`` and ``decode``).
-        augment: a per-sample augmentation (``lk.make_augment(..)`` with ``per="sample"``),
+        augment: a per-sample augmentation (``lk.images.make_augment(..)`` with ``per="sample"``),
             a per-batch one (``per="batch"``, timed on the collated batch), or None (a CHW
             tensor conversion, what the dataset does without a transform).
         device: host-to-device target; without CUDA the stage is skipped, with the reason.

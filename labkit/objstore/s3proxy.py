@@ -4,7 +4,7 @@
 server behind it (moto's, see :mod:`labkit.objstore.store`), then delays, paces or breaks
 the answer the way a far, busy object store does: ``latency_s`` before the first byte,
 ``bandwidth`` bytes/s per connection, and the :class:`~labkit.remote.server.Fault` s of
-``lk.serve`` (chapter 06) spoken in S3's dialect: a ``status`` fault answers S3's XML error
+``lk.remote.serve`` (chapter 06) spoken in S3's dialect: a ``status`` fault answers S3's XML error
 (503 ``SlowDown``, 500 ``InternalError``), ``drop`` resets the connection mid-object (a TCP
 RST after ``after_bytes``), ``stall`` holds the first byte past the client's read timeout. It
 also checks the access key id, which moto's server does not, so wrong credentials get S3's

@@ -95,7 +95,7 @@ class ObjectStore:
 
     @property
     def log(self):
-        """Every request the fault layer answered (``lk.serve``'s ``Request`` rows)."""
+        """Every request the fault layer answered (``lk.remote.serve``'s ``Request`` rows)."""
         return self.proxy.log
 
     def count(self, method: str = "GET", since: int = 0) -> int:
@@ -193,7 +193,7 @@ class ObjectStore:
         self.stop()
 
     def __repr__(self) -> str:
-        return f"<lk.s3_store at {getattr(self, 'endpoint_url', '?')} (moto pid {self.pid})>"
+        return f"<lk.objstore.s3_store at {getattr(self, 'endpoint_url', '?')} (moto pid {self.pid})>"
 
 
 def s3_client(endpoint_url: str, *, retries: str = "standard", max_attempts: int = 5,
@@ -231,7 +231,7 @@ def s3_store(*, latency_s: float = 0.0, bandwidth: float | None = None,
     Returns:
         A running :class:`ObjectStore`; use it in a ``with`` block so it always stops::
 
-            with lk.s3_store(latency_s=0.02) as store:
+            with lk.objstore.s3_store(latency_s=0.02) as store:
                 store.put_files("shards", files)
                 s3 = store.client()
     """

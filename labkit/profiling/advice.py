@@ -1,7 +1,7 @@
 """The bound, the knobs and why: diagnose's rules, each a number you can read (chapter 13).
 
 :func:`classify` names what bounds a loop from its measured wait fraction and rates;
-:func:`suggest_knobs` turns the measurements into knobs with :func:`lk.suggest_loader`'s
+:func:`suggest_knobs` turns the measurements into knobs with :func:`lk.instruments.suggest_loader`'s
 arithmetic (or says what no knob can fix); :func:`startup_note` explains a slow first batch.
 """
 

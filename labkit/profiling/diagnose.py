@@ -3,7 +3,7 @@
 The tuning checklist as one procedure, for a loader the kit did not build: measure the
 loader alone and against the step it must feed, decide what bounds the loop, profile the
 data path in this process (``num_workers=0``, cProfile) to name its hotspot, suggest knobs
-with :func:`lk.suggest_loader` (or say what no knob can fix), then apply the suggestion
+with :func:`lk.instruments.suggest_loader` (or say what no knob can fix), then apply the suggestion
 and measure again. ``labkit diagnose MODULE:FACTORY`` runs it from the command line
 (:mod:`labkit.tools.diagnose`).
 """

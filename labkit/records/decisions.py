@@ -60,8 +60,8 @@ SITUATIONS: tuple[Situation, ...] = (
         (Evidence("06_webdataset", "http_2_workers.samples_per_s",
                   "tar shards over HTTP, 2 workers"),
          Evidence("08_shuffling_and_resume", "resume.lost", "samples lost on resume, "
-                  "StatefulDataLoader over lk.TarShardStream",
-                  (("loader", "SDL lk.TarShardStream, 2 workers"), ("run", "resumed twice"))))),
+                  "StatefulDataLoader over lk.streams.TarShardStream",
+                  (("loader", "SDL lk.streams.TarShardStream, 2 workers"), ("run", "resumed twice"))))),
     Situation(
         "decode-bound (images)",
         "fastest decoder that gives the same pixels, workers up to the cores, then "
@@ -116,7 +116,7 @@ SITUATIONS: tuple[Situation, ...] = (
                   (("loader", "Ray Data"),), needs="ray[data]"),)),
     Situation(
         "shards in an object store (S3 API)",
-        "shards sized so transfer >> first-byte latency (lk.shard_bytes_for; 64-256 MB at "
+        "shards sized so transfer >> first-byte latency (lk.objstore.shard_bytes_for; 64-256 MB at "
         "~20 ms and ~100 MB/s), several GETs in flight per worker, a local shard cache that "
         "holds the data, botocore standard retries plus a retry of a body cut short; audit "
         "the epoch",

@@ -138,7 +138,7 @@ def paced_copy(read, write, bandwidth: float | None, wait, limit: int | None = N
 class LoopbackService:
     """What every loopback server of the kit shares (chapters 06, 07, 14): a thread serving
     ``127.0.0.1`` on a free port, requests numbered, their fault picked deterministically, and
-    the request log. :class:`Server` (``lk.serve``) and the S3 fault layer derive from it.
+    the request log. :class:`Server` (``lk.remote.serve``) and the S3 fault layer derive from it.
     """
 
     def _start(self, handler_factory, faults, name: str) -> None:
@@ -231,7 +231,7 @@ class Server(LoopbackService):
             raise ValueError(f"latency_s={latency_s} must be >= 0 and bandwidth={bandwidth} > 0")
         self.latency_s, self.bandwidth = float(latency_s), bandwidth
         self.timeout_s = timeout_s
-        self._start(_handler_for, faults, "lk.serve")
+        self._start(_handler_for, faults, "lk.remote.serve")
 
     def url_for(self, name) -> str:
         """The URL of a file in the folder (a name relative to it, or a path inside it)."""
@@ -256,7 +256,7 @@ class Server(LoopbackService):
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"<lk.serve {self.folder.name!r} at {self.url}, {len(self.log)} requests>"
+        return f"<lk.remote.serve {self.folder.name!r} at {self.url}, {len(self.log)} requests>"
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -382,7 +382,7 @@ def serve(folder: str | os.PathLike, *, latency_s: float = 0.0, bandwidth: float
     Returns:
         A running :class:`Server`; use it in a ``with`` block so it always shuts down::
 
-            with lk.serve(fx, latency_s=0.05) as srv:
+            with lk.remote.serve(fx, latency_s=0.05) as srv:
                 urls = srv.urls("*.tar")
     """
     return Server(folder, latency_s=latency_s, bandwidth=bandwidth, faults=faults,

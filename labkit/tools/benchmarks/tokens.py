@@ -9,7 +9,7 @@ Three goals of a language model's loader, each measured on chapter 11's ``corpus
   one contiguous copy of as many bytes (``copy_batch``): the copy is the ceiling, the ratio
   says how much of it the windows reach.
 * **Little padding.** Best-fit decreasing packing of the corpus fixture's documents.
-* **Exact resume across worker counts.** ``lk.TokenBatches`` stopped mid-epoch with two
+* **Exact resume across worker counts.** ``lk.tokens.TokenBatches`` stopped mid-epoch with two
   workers and resumed with one: every sample once, in the uninterrupted order.
 """
 
