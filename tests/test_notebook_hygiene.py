@@ -147,7 +147,7 @@ def test_a_chapter_with_workers_types_its_loader(path):
     class itself (torch's DataLoader, or the library's own: StatefulDataLoader, WebLoader)."""
     nb = nbformat.read(path, as_version=4)
     src = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert "make_loader" not in src, f"{path.name}: labkit builds no loader"
+    assert "lk.make_loader" not in src, f"{path.name}: labkit builds no loader"
     if "num_workers" in src:
         assert any(True for c in nb.cells if c.cell_type == "code"
                    for _ in _loader_calls(c.source)), f"{path.name}: no DataLoader( in a cell"
