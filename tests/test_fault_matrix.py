@@ -12,14 +12,14 @@ touched.
 ==================  =================================  ===========================================
 row                 checked on                         expected outcome
 ==================  =================================  ===========================================
-truncated tar       lk.streams.TarShardStream (2 workers);     DataFormatError: shard, its bytes, the member
+truncated tar       streams.TarShardStream (2 wkrs);   DataFormatError: shard, its bytes, the member
                     chapter 06's webdataset pipeline,  cut and the bytes it needs; ReadError naming
                     default and warn_and_continue      the shard; skipping loses exactly the
                                                        samples from the cut on
 truncated npy       lk.open_array (.npy, raw),         DataFormatError: file, bytes found vs bytes
-                    lk.streams.ShardStream, NpyFilesDataset    its header (dtype x shape) needs; a damaged
+                    streams.ShardStream, NpyFiles...   its header (dtype x shape) needs; a damaged
                     (2 workers)                        header is called "not a .npy file"
-truncated Parquet   open_parquet, ParquetRowGroups  DataFormatError: file, no footer; a damaged
+truncated Parquet   open_parquet, ParquetRowGroups     DataFormatError: file, no footer; a damaged
                     (2 workers)                        row group: "row group g of n cannot be read"
 corrupt JPEG        lk.ImageFolderDataset (2 workers)  DataFormatError: file, sample id, decoder;
                     raise / on_error="skip"            skip: exactly ids 10, 20 skipped, counted
@@ -29,7 +29,7 @@ checksum mismatch   lk.fixture's verify: flipped       FixtureError: file, actua
                     bytes (new mtime; mtime kept)      sha256; repair restores the digest; a flip
                                                        with the mtime kept needs verify_all
 server faults       chapter 06's webdataset over       latency: every sample once, each request
-                    lk.remote.serve: latency, a dropped       slowed; drop: error naming the shard URL;
+                    lk.remote.serve: latency, a drop,  slowed; drop: error naming the shard URL;
                     connection, 503 once, 503 always,  503 once: retried, every sample once; 503
                     a stall                            always / stall: timeout= ends it in ~2 s
 worker crash        torch's DataLoader, in a process   RuntimeError "DataLoader worker (pid(s) N)
@@ -38,7 +38,7 @@ worker crash        torch's DataLoader, in a process   RuntimeError "DataLoader 
                     spawn, forkserver)                 timeout; no worker left after del it
 worker hang         torch's DataLoader(timeout=2)      RuntimeError "DataLoader timed out after
                                                        2 seconds" after ~2 s; no worker left
-spawn, forkserver   lk.streams.TarShardStream; a Dataset       every id exactly once; "exited unexpectedly"
+spawn, forkserver   streams.TarShardStream; a Dataset  every id exactly once; "exited unexpectedly"
                     class from __main__ (a notebook)   in seconds, the worker's AttributeError
                                                        on its stderr
 interrupt, resume   StatefulDataLoader over            resumed == uninterrupted ids, same order:

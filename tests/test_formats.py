@@ -94,14 +94,16 @@ def test_the_trap_forked_lmdb_environment_fails_here(rows, stored, tmp_path):
     path = shutil.copytree(stored["LMDB"].path, tmp_path / "eager.lmdb")
     out = lk.formats.trap_trial(through(lk.formats.EagerLmdbRows(path)), rows)
     assert out.outcome != "wrong data", out.line()
-    hdf5 = lk.formats.trap_trial(through(lk.formats.EagerHdf5Rows(stored["HDF5 contiguous"].path)), rows)
+    eager_h5 = lk.formats.EagerHdf5Rows(stored["HDF5 contiguous"].path)
+    hdf5 = lk.formats.trap_trial(through(eager_h5), rows)
     assert hdf5.outcome in ("ok", "error"), hdf5.line()  # never silently wrong here
 
 
 @pytest.mark.filterwarnings("ignore:Got pickle error:UserWarning")
 def test_eager_datasets_cannot_go_to_spawned_workers(rows, stored, tmp_path):
     path = shutil.copytree(stored["LMDB"].path, tmp_path / "eager.lmdb")
-    for ds in (lk.formats.EagerLmdbRows(path), lk.formats.EagerHdf5Rows(stored["HDF5 contiguous"].path)):
+    for ds in (lk.formats.EagerLmdbRows(path),
+               lk.formats.EagerHdf5Rows(stored["HDF5 contiguous"].path)):
         out = lk.formats.trap_trial(through(ds, "spawn", num_workers=1), rows)
         assert out.outcome == "error" and "pickle" in out.error, out.line()
 

@@ -1,4 +1,4 @@
-"""lk.remote.torchrun (chapter 04): real ranks x workers, audited; the hang ends; nothing is left."""
+"""lk.remote.torchrun (chapter 04): real ranks x workers, audited; the hang ends; nothing left."""
 
 from __future__ import annotations
 

@@ -90,7 +90,9 @@ def test_synth_frame_rejects_an_index_the_counter_cannot_hold():
 def test_random_clips_are_a_pure_function_of_the_seed(videos):
     vs = videos.meta["videos"]
     a = lk.media.random_clips(vs, 3, 16, 2, seed=5)
-    assert a == lk.media.random_clips(vs, 3, 16, 2, seed=5) != lk.media.random_clips(vs, 3, 16, 2, seed=6)
+    same = lk.media.random_clips(vs, 3, 16, 2, seed=5)
+    other = lk.media.random_clips(vs, 3, 16, 2, seed=6)
+    assert a == same != other
     assert [c.id for c in a] == list(range(18))
     assert all(c.indices[-1] < 200 and len(c.indices) == 16 for c in a)
     with pytest.raises(ValueError, match="a clip needs 399"):
@@ -260,10 +262,12 @@ def damaged(videos, audio, tmp_path):
 @pytest.mark.parametrize("backend", ["torchcodec", "pyav"])
 def test_truncated_mp4_names_the_file_and_the_time(damaged, backend):
     cut = damaged / "cut.mp4"
-    assert lk.media.check_clip(lk.media.decode_clip(cut, [10, 11], backend), [10, 11]).ok  # before the cut
+    before_cut = lk.media.decode_clip(cut, [10, 11], backend)
+    assert lk.media.check_clip(before_cut, [10, 11]).ok
     with pytest.raises(lk.media.MediaError, match=rf"{cut}: .*frame 180.*(7\.200 s|cut short)"):
         lk.media.decode_clip(cut, [180, 181], backend)
-    with pytest.raises(lk.media.MediaError, match=rf"{cut}: cannot decode .*frame \d+ \(at \d+\.\d+ s"):
+    cannot = rf"{cut}: cannot decode .*frame \d+ \(at \d+\.\d+ s"
+    with pytest.raises(lk.media.MediaError, match=cannot):
         lk.media.decode_all(cut, backend)
 
 
@@ -312,7 +316,8 @@ def test_a_broken_video_in_a_shard_is_named_or_skipped_and_counted(videos, tmp_p
     stream = lk.media.ClipShardStream(shards, clips_per_video=1, frames=4, seed=0)
     with pytest.raises(lk.media.MediaError, match=rf"{victim}: sample 000001: .*cannot open"):
         list(stream)
-    skipping = lk.media.ClipShardStream(shards, clips_per_video=1, frames=4, seed=0, skip_errors=True)
+    skipping = lk.media.ClipShardStream(shards, clips_per_video=1, frames=4, seed=0,
+                                        skip_errors=True)
     assert len(list(skipping)) == 5 and len(skipping.errors) == 1
 
 
@@ -368,7 +373,8 @@ def test_lab_prints_what_to_install_without_ffmpeg(monkeypatch, capsys):
 
 
 def test_probes_say_what_runs_here():
-    for probe in (lk.media.ffmpeg_status, lk.media.pyav_status, lk.media.spdl_status, lk.media.media_gpu_status):
+    for probe in (lk.media.ffmpeg_status, lk.media.pyav_status, lk.media.spdl_status,
+                  lk.media.media_gpu_status):
         ok, reason = probe()
         assert isinstance(ok, bool) and reason
 

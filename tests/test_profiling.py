@@ -14,7 +14,8 @@ from labkit.profiling.rebuild import rebuild_loader
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_timeline_has_every_batch_once_from_the_right_worker(num_workers):
-    loader = DataLoader(lk.instruments.WorkDataset(96, ms=0.2), batch_size=8, num_workers=num_workers,
+    loader = DataLoader(lk.instruments.WorkDataset(96, ms=0.2), batch_size=8,
+                        num_workers=num_workers,
                         timeout=60 if num_workers else 0)  # torch: none without workers
     tl = lk.profiling.record_timeline(loader, step=lk.simulated_step(1), max_batches=10)
     assert [r["batch"] for r in tl.loop] == list(range(10))
@@ -57,7 +58,8 @@ def test_timeline_of_an_iterable_dataset():
 
 
 def test_profile_loop_sorts_data_wait_from_the_step(tmp_path):
-    loader = DataLoader(lk.instruments.WorkDataset(200, ms=3.0, kind="sleep"), batch_size=4)  # 12 ms
+    # 12 ms batches
+    loader = DataLoader(lk.instruments.WorkDataset(200, ms=3.0, kind="sleep"), batch_size=4)
     s = lk.profiling.profile_loop(loader, lk.simulated_step(1.2), wait=1, warmup=1, active=4,
                         trace_dir=tmp_path)
     assert s.path.parent == tmp_path and json.loads(s.path.read_text())["traceEvents"]
@@ -65,7 +67,8 @@ def test_profile_loop_sorts_data_wait_from_the_step(tmp_path):
     assert s.data_wait_ms > 3 * s.stage_ms["step"]   # planted: the loader is ~10x the step
     assert 0.5 < s.data_wait_fraction <= 1
     assert "data wait" in str(s)
-    assert "GPU" in lk.profiling.profiler_device_note() or "CUDA" in lk.profiling.profiler_device_note()
+    note = lk.profiling.profiler_device_note()
+    assert "GPU" in note or "CUDA" in note
 
 
 def test_profiler_overhead_is_measured():
@@ -142,7 +145,8 @@ def test_close_log_closes_the_file_a_main_process_timeline_kept_open(tmp_path):
 
     from labkit.profiling.timeline import close_log, timed_loader
 
-    stamped = timed_loader(DataLoader(lk.instruments.WorkDataset(16, ms=0.0), batch_size=8), str(tmp_path))
+    plain = DataLoader(lk.instruments.WorkDataset(16, ms=0.0), batch_size=8)
+    stamped = timed_loader(plain, str(tmp_path))
     assert len(list(stamped)) == 2
     fds = set(os.listdir("/proc/self/fd"))
     close_log()

@@ -1,4 +1,4 @@
-"""lk.streams.TarShardStream: the kit's resumable stream over tar shards, under the shared contracts."""
+"""lk.streams.TarShardStream: the kit's resumable stream over tar shards, under the contracts."""
 
 from __future__ import annotations
 
@@ -65,7 +65,8 @@ def test_lazy_equals_eager_npy_members(wds):
                 if m.name.endswith(".npy"):
                     eager[int(m.name.split(".")[0])] = np.load(io.BytesIO(tar.extractfile(m)
                                                                           .read()))
-    n = check_lazy_equals_eager(_loader(lk.streams.TarShardStream(wds, buffer_size=64)), eager.__getitem__,
+    stream = lk.streams.TarShardStream(wds, buffer_size=64)
+    n = check_lazy_equals_eager(_loader(stream), eager.__getitem__,
                                 values_of=lambda b: b["features"])
     assert n == wds.samples
 
@@ -76,7 +77,8 @@ def test_resume_with_stateful_dataloader(wds, num_workers):
 
     def make():
         kw = {"timeout": 30} if num_workers else {}
-        return StatefulDataLoader(lk.streams.TarShardStream(wds, seed=3, buffer_size=64), batch_size=32,
+        stream = lk.streams.TarShardStream(wds, seed=3, buffer_size=64)
+        return StatefulDataLoader(stream, batch_size=32,
                                   num_workers=num_workers, **kw)
 
     trial = check_resume(make, stops=(3, 4), name=f"TarShardStream w{num_workers}")

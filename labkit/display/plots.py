@@ -84,7 +84,8 @@ def plot_rates(measurements, title: str | None = None):
 def plot_worker_memory(traces, kind: str = "uss", title: str | None = None):
     """Per-worker USS (or PSS) against batches delivered, one panel per dataset (chapter 03).
 
-    ``traces``: :class:`~labkit.instruments.memory.WorkerMemory` objects from ``lk.instruments.worker_memory``.
+    ``traces``: :class:`~labkit.instruments.memory.WorkerMemory` objects from
+    ``lk.instruments.worker_memory``.
     """
     traces = list(traces)
     fig, axes = subplots(1, len(traces), figsize=(4 * len(traces), 3.2), sharey=True,

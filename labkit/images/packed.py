@@ -74,8 +74,8 @@ class PackedImages(Dataset):
         try:
             self.index = np.load(self.folder / _INDEX)
         except FileNotFoundError:
-            raise DataFormatError(f"{self.folder / _INDEX}: not found; write the packed "
-                                  "format first with lk.images.pack_images(images, folder)") from None
+            raise DataFormatError(f"{self.folder / _INDEX}: not found; write the packed format "
+                                  "first with lk.images.pack_images(images, folder)") from None
         if self.index.ndim != 2 or self.index.shape[1] != 4:
             raise DataFormatError(f"{self.folder / _INDEX}: expected shape (samples, 4), "
                                   f"found {self.index.shape}")

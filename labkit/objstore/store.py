@@ -193,7 +193,8 @@ class ObjectStore:
         self.stop()
 
     def __repr__(self) -> str:
-        return f"<lk.objstore.s3_store at {getattr(self, 'endpoint_url', '?')} (moto pid {self.pid})>"
+        where = getattr(self, "endpoint_url", "?")
+        return f"<lk.objstore.s3_store at {where} (moto pid {self.pid})>"
 
 
 def s3_client(endpoint_url: str, *, retries: str = "standard", max_attempts: int = 5,

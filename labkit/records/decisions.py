@@ -61,7 +61,8 @@ SITUATIONS: tuple[Situation, ...] = (
                   "tar shards over HTTP, 2 workers"),
          Evidence("08_shuffling_and_resume", "resume.lost", "samples lost on resume, "
                   "StatefulDataLoader over lk.streams.TarShardStream",
-                  (("loader", "SDL lk.streams.TarShardStream, 2 workers"), ("run", "resumed twice"))))),
+                  (("loader", "SDL lk.streams.TarShardStream, 2 workers"),
+                   ("run", "resumed twice"))))),
     Situation(
         "decode-bound (images)",
         "fastest decoder that gives the same pixels, workers up to the cores, then "

@@ -1,6 +1,7 @@
-"""Chapter 11's torchrun job: lk.tokens.TokenBatches on real ranks, stopped and resumed (chapter 11).
+"""Chapter 11's torchrun job: lk.tokens.TokenBatches on real ranks, stopped and resumed (ch. 11).
 
-Run by ``lk.remote.torchrun("tokens", module="labkit.tokens.ranks", ...)``, not imported by a chapter.
+Run by ``lk.remote.torchrun("tokens", module="labkit.tokens.ranks", ...)``, not imported by a
+chapter.
 Every rank joins a gloo group and reads its slice of each global batch with
 :class:`~labkit.tokens.epoch.TokenBatches` (rank and world size from the variables torchrun
 sets); a state passed in the config is loaded first. Each step ends in an ``all_reduce``, the

@@ -1,4 +1,4 @@
-"""``labkit diagnose MODULE:FACTORY``: :func:`lk.profiling.diagnose` from the command line (chapter 13).
+"""``labkit diagnose MODULE:FACTORY``: ``lk.profiling.diagnose`` from the command line (ch. 13).
 
 The factory is imported by its module name (a file's folder goes on ``sys.path`` first), so
 spawn workers can import it too; the whole diagnosis runs under one wall-clock limit.
