@@ -190,7 +190,7 @@ def test_measure_audited_catches_a_repeat():
              "label": torch.zeros(4, dtype=torch.int64)}
     m, a = measure_audited(lambda: [batch, batch], lambda b: None, 4, repeats=1, warmup=0)
     assert not a.ok and a.duplicates == 4
-    assert lk.capstone.epoch_rate(m) > 0
+    assert m.epoch_samples_per_s > 0
 
 
 def test_train_step_learns_deterministically():

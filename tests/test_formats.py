@@ -387,6 +387,7 @@ def _in_a_fresh_process(body: str) -> None:
     """Run ``body`` in its own Python: lance, once imported, makes every later fork of this
     pytest process unsafe (labkit.formats.moreformats.lance_status says why)."""
     code = ("import hashlib, pickle, numpy as np, labkit as lk\n"
+            "from labkit.formats.moreformats import write_lance\n"
             f"N, F = {N}, {F}\n"
             "rows = np.random.default_rng(0).standard_normal((N, F), dtype=np.float32)\n"
             "rows[:, 0] = np.arange(N)\n" + textwrap.dedent(body))

@@ -10,7 +10,6 @@ from .bakeoff.adapters import loader_names
 from .bakeoff.data import cleanup_bakeoff, prepare_bakeoff
 from .bakeoff.runner import format_bakeoff, run_bakeoff
 from .pipeline import (
-    epoch_rate,
     format_tuning,
     image_train_step,
     load_tuning,
@@ -22,7 +21,6 @@ from .pipeline import (
 
 __all__ = [
     "cleanup_bakeoff",
-    "epoch_rate",
     "format_bakeoff",
     "format_tuning",
     "image_train_step",

@@ -130,15 +130,6 @@ def tuning_steps(*, num_workers: int = 2, decoder: str = "simplejpeg",
 
 # -- measuring ------------------------------------------------------------------------------
 
-def epoch_rate(m: Measurement) -> float:
-    """Samples per second of a whole pass, start-up and first batch included (median).
-
-    The meter's ``samples_per_s`` is the steady state; an epoch also pays worker start-up,
-    which is what persistent workers remove, so the capstone compares whole passes.
-    """
-    return m.epoch_samples_per_s
-
-
 def measure_audited(make: Callable[[], object], step: Callable, expected, *,
                     repeats: int = 2, warmup: int = 1, name: str | None = None,
                     config: dict | None = None) -> tuple[Measurement, Audit]:
@@ -181,8 +172,8 @@ class TuningResult:
 
     @property
     def samples_per_s(self) -> float:
-        """Whole-pass samples/s (see :func:`epoch_rate`)."""
-        return epoch_rate(self.measurement)
+        """Whole-pass samples/s: start-up and first batch included (``epoch_samples_per_s``)."""
+        return self.measurement.epoch_samples_per_s
 
 
 def _paired_passes(candidate, best, step: Callable, n: int, pairs: int, name: str,
@@ -200,7 +191,7 @@ def _paired_passes(candidate, best, step: Callable, n: int, pairs: int, name: st
                 passes += m.passes
             else:
                 m = measure(best, step=step, repeats=1, warmup=0)
-            rate[side] = epoch_rate(m)
+            rate[side] = m.epoch_samples_per_s
         ratios.append(rate["c"] / rate["b"])
     step_label = getattr(step, "label", None) or getattr(step, "__name__", "step")
     return Measurement(name, dict(config), passes, step_label), a, ratios

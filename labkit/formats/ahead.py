@@ -4,7 +4,7 @@ Three ways to hand the model ``size x size`` images: decode the original JPEGs a
 every epoch, decode JPEGs resized ahead of time, or read raw uint8 pixels (no decode, many
 more bytes). Which is fastest depends on the CPU's decode rate and the disk's bandwidth:
 :func:`read_decode_rate` models one reading process (read the bytes, then decode),
-:func:`break_even` finds the bandwidth where two choices meet, :func:`plot_break_even`
+:func:`break_even` finds the bandwidth where two choices meet, :func:`draw_break_even`
 draws them.
 """
 
@@ -17,7 +17,6 @@ import torch
 
 from ..data.fixtures import source_folder
 from ..data.writers import encode_jpeg
-from ..display.figures import done, subplots
 from ..images.decode import decode_jpeg
 from ..images.folder import read_labels
 
@@ -99,13 +98,3 @@ def draw_break_even(ax, choices: dict[str, tuple[float, float]], *, disk_bytes_p
     ax.set_ylabel("samples/s, one process")
     ax.legend(fontsize=8)
     ax.set_title(title or "preprocessing ahead: decode cost vs bytes read")
-
-
-def plot_break_even(choices: dict[str, tuple[float, float]], *, disk_bytes_per_s=None,
-                    title: str | None = None):
-    """Samples/s against disk bandwidth for each choice ``name -> (cpu samples/s, bytes per
-    sample)``; a vertical line marks a measured ``disk_bytes_per_s``. The movable version is
-    :class:`~labkit.BreakEvenWidget`."""
-    fig, ax = subplots(figsize=(7.5, 4))
-    draw_break_even(ax, choices, disk_bytes_per_s=disk_bytes_per_s, title=title)
-    return done(fig)

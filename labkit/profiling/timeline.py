@@ -20,7 +20,6 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset, default_collate, get_worker_info
 
@@ -239,13 +238,3 @@ def _read(log_dir: str, t0: float, n_batches: int) -> list[dict]:
     rows.sort(key=lambda r: r["batch"])
     # prefetched batches the loop never took are kept: they show the queue filling up
     return rows
-
-
-def timeline_summary(tl: Timeline) -> dict[str, Any]:
-    """The timeline's figures as a flat dict (JSON-ready)."""
-    st = tl.stage_s()
-    return {"name": tl.name, "num_workers": tl.num_workers, "batches": len(tl.loop),
-            "first_batch_s": tl.first_batch_s, "wait_fraction": tl.wait_fraction,
-            "fetch_ms_per_batch": 1e3 * st["fetch"], "collate_ms_per_batch": 1e3 * st["collate"],
-            "handover_ms_per_batch": 1e3 * tl.handover_s(),
-            "worker_busy": {str(k): round(v, 3) for k, v in tl.worker_busy().items()}}

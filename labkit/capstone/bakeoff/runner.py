@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ...instruments.audits import Audit
 from ...instruments.measurement import Measurement
-from ..pipeline import epoch_rate, measure_audited
+from ..pipeline import measure_audited
 from .adapters import ADAPTERS, get_adapter, loader_names, probe_loader
 from .data import BakeoffData, ensure_format
 
@@ -34,7 +34,7 @@ class BakeoffResult:
 
     @property
     def samples_per_s(self) -> float | None:
-        return epoch_rate(self.measurement) if self.measurement else None
+        return self.measurement.epoch_samples_per_s if self.measurement else None
 
     def as_dict(self) -> dict:
         m = self.measurement
