@@ -102,7 +102,7 @@ def test_run_bakeoff_skips_absent_and_measures_baseline(data, monkeypatch):
     assert results[2].skipped and "pyarrow.filesystem" in results[2].skipped
     table = lk.capstone.format_bakeoff(results)
     assert "skipped: petastorm is not installed" in table
-    assert lk.display.plot_bakeoff(results) is not None
+    assert lk.capstone.plot_bakeoff(results) is not None
     row = results[2].as_dict()
     assert row["samples_per_s"] is None and row["skipped"]
 

@@ -123,7 +123,7 @@ def test_run_tuning_audits_every_step(images, packed, live_workers):
     assert results[0].kept and lk.capstone.tuned_result(results).kept
     table = lk.capstone.format_tuning(results)
     assert table.splitlines()[2].startswith("naive") and "x naive" in table
-    assert lk.display.plot_tuning(results) is not None
+    assert lk.capstone.plot_tuning(results) is not None
 
 
 @pytest.mark.parametrize("min_gain", [0.0, 1e9])

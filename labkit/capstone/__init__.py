@@ -1,7 +1,7 @@
 """The capstone (chapter 16): the pipeline tuned one measured change at a time, and the bake-off.
 
-A chapter folder: it imports the spine and the other chapter folders, never the tools. The
-public names are re-exported by ``labkit`` itself (``import labkit as lk``).
+A chapter folder: it imports the spine and the other chapter folders, never the tools. Its public names are
+reached as ``lk.capstone.NAME``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from .pipeline import (
     tuned_result,
     tuning_steps,
 )
+from .plots import plot_bakeoff, plot_tuning
 
 __all__ = [
     "cleanup_bakeoff",
@@ -26,6 +27,8 @@ __all__ = [
     "image_train_step",
     "load_tuning",
     "loader_names",
+    "plot_bakeoff",
+    "plot_tuning",
     "prepare_bakeoff",
     "run_bakeoff",
     "run_tuning",

@@ -7,29 +7,19 @@ modules' other names are for labkit and tests.
 from __future__ import annotations
 
 from .plots import (
-    plot_bakeoff,
-    plot_doc_lengths,
     plot_heatmap,
-    plot_packing,
     plot_rates,
     plot_shuffle_quality,
     plot_stages,
-    plot_token_rates,
-    plot_tuning,
     plot_wait_compute,
     plot_worker_memory,
 )
 
 __all__ = [
-    "plot_bakeoff",
-    "plot_doc_lengths",
     "plot_heatmap",
-    "plot_packing",
     "plot_rates",
     "plot_shuffle_quality",
     "plot_stages",
-    "plot_token_rates",
-    "plot_tuning",
     "plot_wait_compute",
     "plot_worker_memory",
 ]

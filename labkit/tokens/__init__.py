@@ -13,6 +13,7 @@ from .epoch import DocumentEpoch, TokenBatches
 from .masking import TinyLM, cu_seqlens, document_mask, packed_vs_alone, position_ids
 from .mixing import blended_index, prefix_error, random_mix
 from .packing import PACKERS, format_packing, pack
+from .plots import plot_doc_lengths, plot_packing, plot_token_rates
 from .windows import random_windows, tokens_needed
 
 __all__ = [
@@ -29,6 +30,9 @@ __all__ = [
     "open_tokens",
     "pack",
     "packed_vs_alone",
+    "plot_doc_lengths",
+    "plot_packing",
+    "plot_token_rates",
     "position_ids",
     "prefix_error",
     "random_mix",
