@@ -1,5 +1,4 @@
-"""Chapter 16's plots: the tuning walk from naive to tuned, the cross-library bake-off
-(chapter 16).
+"""The capstone's plots: the tuning walk and the cross-library bake-off (chapter 16).
 
 Each returns a matplotlib Figure (closed, so a notebook shows it exactly once).
 """

@@ -1,5 +1,4 @@
-"""Chapter 11's plots: document lengths against the context, token rates against what training
-needs, padding and cropping per packer (chapter 11).
+"""Token pipelines' plots: document lengths, token rates, packing (chapter 11).
 
 Each returns a matplotlib Figure (closed, so a notebook shows it exactly once).
 """
