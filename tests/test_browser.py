@@ -328,13 +328,16 @@ def test_dashboard_in_a_real_browser(tmp_path, ci_fixture):
 
 def _dashboard_cells(src: Path, dst: Path) -> int:
     """The chapter cut to what its dashboard needs: the code cells up to the one that makes
-    ``files`` (parameters, fixtures, the train step) and the dashboard's cell. The chapter's
-    measurements run in nbval already; here they only cost minutes on a loaded machine."""
+    ``files`` (parameters, fixtures, the train step), the cell that writes the dashboard's
+    loader factory (``def make_loader(``, the learner's) and the dashboard's cell. The
+    chapter's measurements run in nbval already; here they only cost minutes on a loaded
+    machine."""
     nb = nbformat.read(src, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     needs = next(i for i, c in enumerate(code) if re.search(r"^files = ", c.source, re.M))
+    factory = next(c for c in code if re.search(r"^def make_loader\(", c.source, re.M))
     dash = next(c for c in code if "lk.Dashboard(" in c.source)
-    nb.cells = code[:needs + 1] + [dash]
+    nb.cells = code[:needs + 1] + [factory, dash]
     for c in nb.cells:
         c.outputs, c.execution_count = [], None
     nbformat.write(nb, dst)

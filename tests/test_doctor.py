@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 from collections import namedtuple
 
 import labkit as lk
-from labkit.tools import doctor as doc
+
+# the module, not lk.tools.doctor (the function of the same name the folder exports)
+doc = importlib.import_module("labkit.tools.doctor")
 
 
 def test_every_check_has_a_name_a_finding_and_a_fix_when_it_fails():

@@ -360,7 +360,11 @@ def test_without_ffmpeg_the_reason_says_what_to_install(monkeypatch):
 
 
 def test_lab_prints_what_to_install_without_ffmpeg(monkeypatch, capsys):
-    from labkit.tools import cli, doctor
+    import importlib
+
+    from labkit.tools import cli
+
+    doctor = importlib.import_module("labkit.tools.doctor")  # the module, not the function
 
     # labkit lab prints each failing check of labkit doctor, FFmpeg's among them
     monkeypatch.setattr(doctor, "ffmpeg_status", lambda: (False, "REASON: " + FFMPEG_INSTALL))
