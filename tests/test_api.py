@@ -73,15 +73,25 @@ def test_public_callables_are_documented():
 
 
 def test_no_public_name_shadows_a_submodule():
-    """`lk.measure` (a function) must not hide a module `labkit.measure`, and so on."""
+    """In ``lk`` and in every folder (``lk.tools``, ``lk.capstone.bakeoff``, ...), a name the
+    package exports must not hide its module of the same name: ``from labkit.tools import
+    doctor`` gave the function, not the module ``tools/doctor.py``, until that became
+    ``tools/checkup.py``."""
     import importlib
     import pkgutil
     import types
 
-    for info in pkgutil.iter_modules(lk.__path__):
-        mod = importlib.import_module(f"labkit.{info.name}")
-        attr = getattr(lk, info.name)
-        assert isinstance(attr, types.ModuleType) and attr is mod, info.name
+    packages = [lk] + [importlib.import_module(info.name)
+                       for info in pkgutil.walk_packages(lk.__path__, "labkit.") if info.ispkg]
+    shadowed = []
+    for pkg in packages:
+        for info in pkgutil.iter_modules(pkg.__path__):
+            mod = importlib.import_module(f"{pkg.__name__}.{info.name}")
+            attr = getattr(pkg, info.name)
+            if info.name in getattr(pkg, "__all__", ()) or not (
+                    isinstance(attr, types.ModuleType) and attr is mod):
+                shadowed.append(mod.__name__)
+    assert not shadowed, f"a public name hides its module: {shadowed}"
 
 
 def _modules():

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
 from collections import namedtuple
 
 import labkit as lk
-
-# the module, not lk.tools.doctor (the function of the same name the folder exports)
-doc = importlib.import_module("labkit.tools.doctor")
+from labkit.tools import checkup
 
 
 def test_every_check_has_a_name_a_finding_and_a_fix_when_it_fails():
@@ -24,32 +21,33 @@ def test_every_check_has_a_name_a_finding_and_a_fix_when_it_fails():
 
 
 def test_one_core_asks_for_more(monkeypatch):
-    monkeypatch.setattr(doc, "usable_cores", lambda: 1)
-    c = doc._cores()
+    monkeypatch.setattr(checkup, "usable_cores", lambda: 1)
+    c = checkup._cores()
     assert not c.ok and "--cpus" in c.fix and "1 usable" in c.found
 
 
 def test_dockers_64_mib_shm_is_named_with_the_flag(monkeypatch, tmp_path):
     usage = namedtuple("usage", "total used free percent")
-    monkeypatch.setattr(doc.psutil, "disk_usage", lambda p: usage(64 * 2**20, 0, 64 * 2**20, 0))
-    c = doc._shm(str(tmp_path))
+    mib64 = usage(64 * 2**20, 0, 64 * 2**20, 0)
+    monkeypatch.setattr(checkup.psutil, "disk_usage", lambda p: mib64)
+    c = checkup._shm(str(tmp_path))
     assert not c.ok and "64 MiB" in c.found and "--shm-size" in c.fix
 
 
 def test_missing_ffmpeg_says_what_to_install(monkeypatch):
-    monkeypatch.setattr(doc, "ffmpeg_status", lambda: (False, "no libavutil"))
-    c = doc._ffmpeg()
+    monkeypatch.setattr(checkup, "ffmpeg_status", lambda: (False, "no libavutil"))
+    c = checkup._ffmpeg()
     assert not c.ok and "apt-get install ffmpeg" in c.fix and "brew install ffmpeg" in c.fix
 
 
 def test_missing_browser_names_the_packages(tmp_path):
-    c = doc._browser(search=str(tmp_path))  # an empty folder: neither program is there
+    c = checkup._browser(search=str(tmp_path))  # an empty folder: neither program is there
     assert not c.ok and "chromium missing" in c.found
     assert "apt-get install chromium chromium-driver" in c.fix
 
 
 def test_the_start_method_is_reported_as_set():
-    c = doc._start_method()
+    c = checkup._start_method()
     assert c.ok and c.found.split()[0] == __import__("multiprocessing").get_start_method()
 
 

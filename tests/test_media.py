@@ -360,14 +360,10 @@ def test_without_ffmpeg_the_reason_says_what_to_install(monkeypatch):
 
 
 def test_lab_prints_what_to_install_without_ffmpeg(monkeypatch, capsys):
-    import importlib
-
-    from labkit.tools import cli
-
-    doctor = importlib.import_module("labkit.tools.doctor")  # the module, not the function
+    from labkit.tools import checkup, cli
 
     # labkit lab prints each failing check of labkit doctor, FFmpeg's among them
-    monkeypatch.setattr(doctor, "ffmpeg_status", lambda: (False, "REASON: " + FFMPEG_INSTALL))
+    monkeypatch.setattr(checkup, "ffmpeg_status", lambda: (False, "REASON: " + FFMPEG_INSTALL))
     monkeypatch.setattr(cli, "ensure_fixtures", lambda **kw: {})
     monkeypatch.setattr(os, "execv", lambda *a: None)  # do not start JupyterLab
     cli.main(["lab", "--scale", "ci"])

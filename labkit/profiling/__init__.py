@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .diagnose import diagnose
+from .checklist import diagnose
 from .diagnosis import DiagnoseError, Diagnosis
 from .lanes import plot_timelines
 from .sampling import pyspy_status, sample_workers

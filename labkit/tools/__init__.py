@@ -8,7 +8,7 @@ reached as ``lk.tools.NAME``.
 from __future__ import annotations
 
 from .bench import run_benchmark
-from .doctor import Check, doctor, format_doctor
+from .checkup import Check, doctor, format_doctor
 from .render import write_report
 from .report import comparison_rows, format_table
 from .runner import run_notebooks

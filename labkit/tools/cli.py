@@ -21,8 +21,8 @@ from ..records.checkpoint import load_records
 from ..records.machine import environment, format_environment
 from ..scale import SCALES, resolve_scale
 from .bench import BENCHMARKS, format_result, run_benchmark
+from .checkup import doctor, format_doctor
 from .diagnose import run_diagnose
-from .doctor import doctor, format_doctor
 from .helpers import chapter_helpers, format_helpers
 from .render import report_format, write_report
 from .report import comparison_rows, format_table

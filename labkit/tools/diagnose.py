@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..profiling.diagnose import DiagnoseLimit, diagnose
+from ..profiling.checklist import DiagnoseLimit, diagnose
 from ..profiling.diagnosis import DiagnoseError, Diagnosis
 
 
