@@ -19,14 +19,13 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from labkit.instruments.audits import audit
-from labkit.instruments.audits import ids_of as default_ids  # the kit's one reading of ids
+from labkit.instruments.audits import audit, ids_of  # ids_of: the kit's one reading of ids
 
 WORKERS = (0, 1, 2)
 WORLD_SIZES = (1, 2)
 
 
-def epoch_ids(loader: Iterable, ids_of: Callable = default_ids) -> list[int]:
+def epoch_ids(loader: Iterable, ids_of: Callable = ids_of) -> list[int]:
     """Every id one full pass over ``loader`` yields, in order; drops the iterator (its
     workers stop)."""
     it = iter(loader)
@@ -36,7 +35,7 @@ def epoch_ids(loader: Iterable, ids_of: Callable = default_ids) -> list[int]:
         del it
 
 
-def check_exactly_once(make: Callable, expected, *, ids_of: Callable = default_ids,
+def check_exactly_once(make: Callable, expected, *, ids_of: Callable = ids_of,
                        workers=WORKERS, world_sizes=WORLD_SIZES):
     """Assert exactly-once coverage for every (num_workers, world_size); returns the audits."""
     audits = {}
@@ -53,7 +52,7 @@ def check_exactly_once(make: Callable, expected, *, ids_of: Callable = default_i
     return audits
 
 
-def check_same_order(make_seeded: Callable, *, ids_of: Callable = default_ids,
+def check_same_order(make_seeded: Callable, *, ids_of: Callable = ids_of,
                      shuffles: bool = True) -> list[int]:
     """``make_seeded(seed, epoch)`` twice with the same arguments gives the same order.
 
@@ -71,7 +70,7 @@ def check_same_order(make_seeded: Callable, *, ids_of: Callable = default_ids,
 
 
 def check_lazy_equals_eager(lazy: Iterable, eager: Callable[[int], np.ndarray], *,
-                            ids_of: Callable = default_ids,
+                            ids_of: Callable = ids_of,
                             values_of: Callable = lambda b: b[0]) -> int:
     """Every sample ``lazy`` yields equals ``eager(id)``, the reference row; returns the count."""
     n = 0
@@ -90,7 +89,7 @@ def check_lazy_equals_eager(lazy: Iterable, eager: Callable[[int], np.ndarray], 
     return n
 
 
-def check_resume(make: Callable, stops=(3, 2), *, name: str = "loader", ids_of=default_ids,
+def check_resume(make: Callable, stops=(3, 2), *, name: str = "loader", ids_of=ids_of,
                  state_of: Callable | None = None, load_state: Callable | None = None):
     """Uninterrupted = resumed once = resumed twice: same ids, same order, none lost or repeated.
 
