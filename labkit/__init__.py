@@ -32,7 +32,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
-from . import (
+from . import (  # noqa: F401 (the folders, reached as lk.FOLDER.NAME)
     capstone,
     data,
     display,
@@ -76,10 +76,6 @@ try:
     __version__ = _version("labkit")
 except PackageNotFoundError:  # a plain checkout on sys.path
     __version__ = "0+unknown"
-
-# The folders, reached as lk.FOLDER.NAME: imported above, listed here for linters.
-_FOLDERS = (capstone, data, display, formats, images, instruments, loading, media, objstore,
-            paths, profiling, records, remote, scale, streams, tokens, tools)
 
 __all__ = [
     "Checkpoint",
