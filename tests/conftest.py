@@ -395,6 +395,8 @@ def pytest_xdist_make_scheduler(config, log):
         return None  # every test on every worker: xdist's own scheduler
     from xdist.scheduler import LoadFileScheduling  # called only where xdist is installed
 
+    config.option.loadscopereorder = False  # the collection's order is ours: longest first
+
     class SessionEndLast(LoadFileScheduling):
         kept = None
 
@@ -426,12 +428,65 @@ def pytest_xdist_make_scheduler(config, log):
     return SessionEndLast(config, log)
 
 
+# The files that take longest (wall time summed over their tests; `make test` and the
+# start-method passes print this table at the end), longest first. Under pytest-xdist a file
+# is one unit of work, handed out in collection order: a long file handed out last leaves the
+# other worker idle while it finishes, so the long ones go first (longest-processing-time
+# first). Measured at ci scale on a 2-core machine under spawn (notebooks) and fork (tests);
+# a file not listed follows them, files with more tests first (xdist's own order).
+SLOW_FIRST = (
+    "16_capstone.ipynb", "08_shuffling_and_resume.ipynb", "09_prefetch.ipynb",
+    "03_map_style_vs_iterable.ipynb", "04_scaling_out.ipynb", "06_webdataset.ipynb",
+    "12_storage_formats.ipynb", "05_parquet_and_arrow.ipynb", "11_token_pipelines.ipynb",
+    "15_video_and_audio.ipynb", "10_decode_and_augment.ipynb", "13_profiling.ipynb",
+    "test_fault_matrix.py", "test_library_streams.py", "test_launch.py", "test_cli.py",
+    "test_diagnose.py",
+)
+
+
+def _longest_first(items: list) -> list:
+    """``items`` regrouped by file: the ``SLOW_FIRST`` files in that order, then the others
+    with the most tests first; each file's own order is kept."""
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(str(item.path), []).append(item)
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+
+    def key(path: str):
+        name = Path(path).name
+        return (rank.get(name, len(rank)), -len(files[path]) if name not in rank else 0)
+
+    return [item for path in sorted(files, key=key) for item in files[path]]
+
+
+_FILE_TIMES: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Sum each file's setup, call and teardown times (in the controller under xdist)."""
+    if not _xdist_worker():
+        name = report.nodeid.split("::")[0]
+        _FILE_TIMES[name] = _FILE_TIMES.get(name, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The slowest files: how ``SLOW_FIRST`` is kept true, and where CI's time goes."""
+    if not _FILE_TIMES:
+        return
+    slowest = sorted(_FILE_TIMES.items(), key=lambda kv: -kv[1])[:15]
+    terminalreporter.write_sep("=", f"slowest {len(slowest)} files (s, summed over tests)")
+    for name, took in slowest:
+        terminalreporter.write_line(f"{took:8.1f}  {name}")
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """Move ``session_last`` tests after every other item, the notebooks included.
+    """The longest files first (``SLOW_FIRST``), and ``session_last`` tests after every
+    other item, the notebooks included.
 
     Chapter 15 needs FFmpeg's shared libraries (torchcodec): without them its notebook is
     skipped with what to install, except under CI=true, where it runs and fails saying so.
     """
+    items[:] = _longest_first(items)
     last = [i for i in items if i.get_closest_marker(SESSION_LAST)]
     stray = [i.nodeid for i in last if Path(str(i.path)).name != SESSION_END]
     if stray:  # under xdist only that file is held back until the end

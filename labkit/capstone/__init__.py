@@ -1,7 +1,7 @@
 """The capstone (chapter 16): the pipeline tuned one measured change at a time, and the bake-off.
 
-A chapter folder: it imports the spine and the other chapter folders, never the tools. Its public names are
-reached as ``lk.capstone.NAME``.
+A chapter folder: it imports the spine and the other chapter folders, never the tools. Its
+public names are reached as ``lk.capstone.NAME``.
 """
 
 from __future__ import annotations

@@ -48,12 +48,12 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch, hang_group=None) -> dic
     A step past the shortest rank's last has no partner (only with ``policy="none"``): it runs
     on ``hang_group``, whose short timeout ends the wait the demo shows.
     """
-    def batches():
-        nw = cfg["num_workers"]
-        return DataLoader(stream, batch_size=cfg["batch_size"], num_workers=nw,
-                          timeout=WORKER_TIMEOUT_S if nw > 0 else 0)
-
-    mine = sum(1 for _ in _counting(batches()))  # this rank's batches in one epoch
+    nw = cfg["num_workers"]
+    # One loader for the count and the steps: persistent workers start once per policy, not
+    # once per pass (under spawn and forkserver each start imports torch: seconds a worker)
+    loader = DataLoader(stream, batch_size=cfg["batch_size"], num_workers=nw,
+                        persistent_workers=nw > 0, timeout=WORKER_TIMEOUT_S if nw > 0 else 0)
+    mine = sum(1 for _ in _counting(loader))  # this rank's batches in one epoch
     counts = torch.tensor([mine, -mine])
     dist.all_reduce(counts, op=dist.ReduceOp.MAX)  # -> [max, -min]
     most, least = int(counts[0]), -int(counts[1])
@@ -64,7 +64,7 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch, hang_group=None) -> dic
     error, wait_s = None, 0.0
     try:
         while done < steps:
-            it = iter(batches())
+            it = iter(loader)
             try:
                 for batch in it:
                     if done == steps:
@@ -76,12 +76,13 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch, hang_group=None) -> dic
                     done += 1
                     last = time.perf_counter()
             finally:
-                del it  # the last reference: torch stops this pass's workers
+                del it  # the pass ends; the persistent workers wait for the next one
             if policy != "pad":
                 break  # only padding cycles back to the start of this rank's data
     except RuntimeError as e:
         error = str(e).splitlines()[0][-160:]
         wait_s = time.perf_counter() - last  # from the last step that completed
+    del loader  # the last reference: torch stops the workers
     return {"policy": policy, "my_batches": mine, "min_batches": least, "max_batches": most,
             "steps": done, "deliveries": sorted(got.items()), "error": error,
             "wait_s": wait_s, "elapsed_s": time.perf_counter() - t0}
