@@ -140,9 +140,10 @@ def test_bench_bakeoff_runs_tiny():
 @pytest.mark.parametrize("fmt", ["lmdb", "hdf5"])
 def test_lmdb_and_hdf5_rows_hold_the_fixtures_bytes_and_survive_fork_after_a_parent_read(
         data, fmt):
-    from labkit.capstone.bakeoff.datasets import Hdf5Images, LmdbImages
+    from labkit.capstone.bakeoff.datasets import ImageRows
 
-    ds = {"lmdb": LmdbImages, "hdf5": Hdf5Images}[fmt](bakeoff.ensure_format(data, fmt))
+    rows = {"lmdb": lk.formats.LmdbRows, "hdf5": lk.formats.Hdf5Rows}[fmt]
+    ds = ImageRows(rows(bakeoff.ensure_format(data, fmt)))
     assert len(ds) == SAMPLES and data.conversion_s[fmt] >= 0
     first = ds[0]   # the parent reads first (a notebook does): its handle is open at the fork
     assert first["id"] == data.rows[0][0] and first["label"] == data.rows[0][1]
@@ -155,18 +156,18 @@ def test_lmdb_and_hdf5_rows_hold_the_fixtures_bytes_and_survive_fork_after_a_par
 def test_lmdb_and_hdf5_rows_name_the_file_when_it_is_broken(data, tmp_path):
     import lmdb
 
-    from labkit.capstone.bakeoff.datasets import Hdf5Images, LmdbImages
+    from labkit.capstone.bakeoff.datasets import ImageRows
 
     short = lk.damaged_copy(bakeoff.ensure_format(data, "hdf5"), tmp_path / "short.h5",
                             "truncate")
     with pytest.raises(lk.DataFormatError, match="short.h5: is truncated"):
-        Hdf5Images(short)
+        lk.formats.Hdf5Rows(short)
     gone = tmp_path / "gone.lmdb"
     shutil.copytree(bakeoff.ensure_format(data, "lmdb"), gone)
     with lmdb.open(str(gone), map_size=1 << 26) as env, env.begin(write=True) as txn:
         txn.delete(b"00000003")
     with pytest.raises(lk.DataFormatError, match="gone.lmdb: sample 3 is missing"):
-        LmdbImages(gone)[3]
+        ImageRows(lk.formats.LmdbRows(gone))[3]
 
 
 def test_petastorm_row_says_exactly_why_and_this_test_fails_once_petastorm_would_import():

@@ -179,7 +179,7 @@ def test_resume_with_another_batch_size_or_context(tmp_path):
     first = lk.tokens.TokenBatches(tc, 16, 4)
     got = [b["sample"] for b in itertools.islice(first, 2)]
     state = first.state_dict()
-    assert state["samples_processed"] == 8
+    assert state["samples_yielded"] == 8
     bigger = lk.tokens.TokenBatches(tc, 16, 3)
     bigger.load_state_dict(state)
     got += [b["sample"] for b in bigger]
@@ -208,7 +208,7 @@ def test_resume_exact_across_world_sizes(tmp_path):
     ix = lk.tokens.DocumentEpoch(tc, 16)
     ref = [b["sample"] for b in lk.tokens.TokenBatches(tc, 16, 12)]  # one process, global batches
     before, states = ranks_run(tc, 2, 12, steps=3, num_workers=2)
-    assert all(s == states[0] for s in states) and states[0]["samples_processed"] == 36
+    assert all(s == states[0] for s in states) and states[0]["samples_yielded"] == 36
     for world in (1, 3, 4):
         after, _ = ranks_run(tc, world, 12, state=states[0])
         steps = [torch.cat([b[s]["sample"] for b in before.values()]) for s in range(3)]

@@ -19,22 +19,29 @@ from .lazy import RowFile
 DATASET = "rows"
 
 
-def write_hdf5(dest, rows: np.ndarray, *, chunk_rows: int | None = None,
+def write_hdf5(dest, rows, *, chunk_rows: int | None = None,
                compression: str | None = None) -> float:
     """Write ``rows`` as the dataset ``rows`` of a new HDF5 file; returns the seconds taken.
 
-    ``chunk_rows=None`` and no compression: contiguous. ``chunk_rows=k``: chunks of ``k``
-    rows. ``compression``: ``"gzip"`` or ``"lzf"`` (chunked; 64 rows per chunk by default).
+    ``rows``: an array, or a list of ``bytes`` of any lengths (chapter 16's encoded images),
+    stored as variable-length uint8 rows. ``chunk_rows=None`` and no compression: contiguous.
+    ``chunk_rows=k``: chunks of ``k`` rows. ``compression``: ``"gzip"`` or ``"lzf"``
+    (chunked; 64 rows per chunk by default).
     """
     import h5py
 
-    rows = np.asarray(rows)
+    if isinstance(rows, list):  # variable-length values: one uint8 array per row
+        data, dtype = np.empty(len(rows), dtype=object), h5py.vlen_dtype(np.uint8)
+        for i, value in enumerate(rows):  # one by one: equal lengths must not make a 2-D array
+            data[i] = np.frombuffer(value, dtype=np.uint8)
+    else:
+        data, dtype = np.asarray(rows), None
     if compression and chunk_rows is None:
         chunk_rows = 64
-    chunks = (min(chunk_rows, len(rows)), *rows.shape[1:]) if chunk_rows else None
+    chunks = (min(chunk_rows, len(data)), *data.shape[1:]) if chunk_rows else None
     t0 = time.perf_counter()
     with h5py.File(dest, "w") as f:
-        f.create_dataset(DATASET, data=rows, chunks=chunks, compression=compression)
+        f.create_dataset(DATASET, data=data, dtype=dtype, chunks=chunks, compression=compression)
     return time.perf_counter() - t0
 
 

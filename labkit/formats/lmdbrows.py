@@ -26,25 +26,31 @@ def sample_key(i: int) -> bytes:
     return f"{i:08d}".encode()
 
 
-def write_lmdb(dest, rows: np.ndarray) -> float:
+def write_lmdb(dest, rows) -> float:
     """Write ``rows[i]`` under :func:`sample_key` ``(i)`` into a new LMDB folder ``dest``.
 
-    The dtype and row shape go under a ``__meta__`` key. Returns the seconds it took.
+    ``rows``: an array, or a list of ``bytes`` of any lengths (chapter 16's encoded images),
+    read back as uint8 rows. The dtype and row shape go under a ``__meta__`` key. Returns the
+    seconds it took.
     """
     import lmdb
 
     dest = Path(dest)
-    rows = np.asarray(rows)
+    if isinstance(rows, list):  # variable-length values: uint8 rows of any length
+        meta, values, nbytes = {"dtype": "|u1", "shape": [-1]}, rows, sum(map(len, rows))
+    else:
+        rows = np.asarray(rows)
+        meta, nbytes = {"dtype": rows.dtype.str, "shape": list(rows.shape[1:])}, rows.nbytes
+        values = (np.ascontiguousarray(r).tobytes() for r in rows)
     t0 = time.perf_counter()
-    # map_size is the most the file may grow to (address space, not disk): 2x + 1 MiB slack
-    env = lmdb.open(str(dest), map_size=2 * rows.nbytes + (64 << 20), subdir=True,
+    # map_size is the most the file may grow to (address space, not disk): 2x + 64 MiB slack
+    env = lmdb.open(str(dest), map_size=2 * nbytes + (64 << 20), subdir=True,
                     meminit=False, map_async=True)
     try:
         with env.begin(write=True) as txn:
-            for i in range(len(rows)):  # append: keys come in order, pages fill up
-                txn.put(sample_key(i), np.ascontiguousarray(rows[i]).tobytes(), append=True)
-            meta = {"dtype": rows.dtype.str, "shape": list(rows.shape[1:]),
-                    "samples": len(rows)}
+            for i, value in enumerate(values):  # append: keys come in order, pages fill up
+                txn.put(sample_key(i), value, append=True)
+            meta["samples"] = len(rows)
             txn.put(_META, json.dumps(meta).encode())  # "_" sorts after the digits
         env.sync()
     finally:

@@ -195,8 +195,12 @@ class ResumableStream(SplitStream):
             yield sample
 
     def state_dict(self) -> dict:
-        """Where this process's iterator stands: enough to continue exactly there."""
-        return {"epoch": self.epoch, "yielded": self._yielded, **self.fingerprint()}
+        """Where this process's iterator stands: enough to continue exactly there.
+
+        ``samples_yielded`` is torchdata's word for the count (its batch sampler's key), and
+        :meth:`labkit.tokens.TokenBatches.state_dict` uses it too, with ``seed`` and ``epoch``.
+        """
+        return {"epoch": self.epoch, "samples_yielded": self._yielded, **self.fingerprint()}
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from :meth:`state_dict` at the next ``iter()`` (same shards and knobs)."""
@@ -204,7 +208,7 @@ class ResumableStream(SplitStream):
         theirs = {k: state.get(k) for k in mine}
         if theirs != mine:
             raise ValueError(f"state is for a different stream: {theirs}, this one is {mine}")
-        self.epoch, self._skip = int(state["epoch"]), int(state["yielded"])
+        self.epoch, self._skip = int(state["epoch"]), int(state["samples_yielded"])
         self._yielded = self._skip  # state_dict() before the next iter() says the same
 
 

@@ -114,14 +114,14 @@ class TokenBatches:
     """An epoch of document-shuffled token batches with a small, replayable state (chapter 11).
 
     Iterate it for ``{"x", "y", "pos", "doc", "sample"}`` batches. ``state_dict()`` after any
-    batch is ``{seed, epoch, samples_processed, fingerprint}``; a fresh ``TokenBatches`` given
+    batch is ``{seed, epoch, samples_yielded, fingerprint}``; a fresh ``TokenBatches`` given
     that state continues exactly where the old one stopped, with any ``num_workers`` and any
     ``batch_size`` (the counter is in samples). A state from another corpus or context is
     refused with an error saying which.
 
     Over ranks (``rank``, ``world_size``; default: :func:`~labkit.streams.split.current_split`)
     ``batch_size`` is per rank and each step is one global batch of ``world_size x
-    batch_size`` samples, rank ``r`` its ``r``-th slice. ``samples_processed`` counts global
+    batch_size`` samples, rank ``r`` its ``r``-th slice. ``samples_yielded`` counts global
     samples (steps x global batch, as OLMo-core's ``batches_processed``), so every rank saves
     the same state, and it resumes at any world size (chapter 11, section 6).
     """
@@ -135,7 +135,7 @@ class TokenBatches:
         place = current_split(rank, world_size)  # fails here on a rank outside the world
         self.rank, self.world_size = place.rank, place.world_size
         self.timeout = timeout
-        self.samples_processed = 0
+        self.samples_yielded = 0
 
     def dataset(self) -> torch.utils.data.IterableDataset:
         """The ``IterableDataset`` this iterates: this rank's batches from the counter on.
@@ -143,11 +143,11 @@ class TokenBatches:
         It yields whole batches, so a loader over it takes ``batch_size=None``; worker ``w``
         of ``k`` builds steps ``w, w + k, ...``. Iterating it does not move the counter.
         """
-        return _Batches(self.index, self.samples_processed, self.batch_size, self.drop_last,
+        return _Batches(self.index, self.samples_yielded, self.batch_size, self.drop_last,
                         self.rank, self.world_size)
 
     def __iter__(self):
-        start = self.samples_processed
+        start = self.samples_yielded
         ds = self.dataset()
         # batch_size=None: each worker yields whole batches; timeout: a stuck worker raises
         # (torch refuses a timeout without workers: the main process cannot time itself)
@@ -158,15 +158,15 @@ class TokenBatches:
         try:
             for s, batch in enumerate(it, 1):  # counted here, in the training process
                 # every rank finished global step s with this batch: one counter for all
-                self.samples_processed = min(start + s * step, self.index.samples)
+                self.samples_yielded = min(start + s * step, self.index.samples)
                 yield batch
         finally:  # also when the consumer stops mid-epoch (close(), or the generator dropped)
             del it  # the iterator's last reference: torch stops its workers now
-        self.samples_processed = 0  # a finished epoch: the next iteration starts it again
+        self.samples_yielded = 0  # a finished epoch: the next iteration starts it again
 
     def state_dict(self) -> dict:
         ix = self.index
-        return {"seed": ix.seed, "epoch": ix.epoch, "samples_processed": self.samples_processed,
+        return {"seed": ix.seed, "epoch": ix.epoch, "samples_yielded": self.samples_yielded,
                 "fingerprint": ix.fingerprint}
 
     def load_state_dict(self, state: dict) -> None:
@@ -179,4 +179,4 @@ class TokenBatches:
         if (state["seed"], state["epoch"]) != (ix.seed, ix.epoch):
             raise ValueError(f"resume state is for seed {state['seed']}, epoch {state['epoch']}; "
                              f"this loader has seed {ix.seed}, epoch {ix.epoch}")
-        self.samples_processed = int(state["samples_processed"])
+        self.samples_yielded = int(state["samples_yielded"])

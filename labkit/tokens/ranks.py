@@ -32,7 +32,7 @@ def _job(cfg: dict, dist, out: dict) -> None:
         tb.load_state_dict(cfg["state"])
     # every rank takes the same number of steps: the epoch's last global batch may leave a
     # rank nothing, and a rank that stopped early would end its peers' all_reduce
-    steps = -(-(tb.index.samples - tb.samples_processed) // cfg["global_batch"])
+    steps = -(-(tb.index.samples - tb.samples_yielded) // cfg["global_batch"])
     steps = min(steps, cfg.get("steps") or steps)
     out["samples"] = []
     with closing(iter(tb)) as batches:                    # a stop mid-epoch ends the workers here

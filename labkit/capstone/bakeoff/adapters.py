@@ -13,6 +13,8 @@ import torch
 from torch.utils.data import DataLoader, Subset, default_collate
 
 from ...errors import LabkitError
+from ...formats.hdf5rows import Hdf5Rows
+from ...formats.lmdbrows import LmdbRows
 from ...images.folder import ImageFolderDataset
 from ...loading.loaders import WORKER_TIMEOUT_S
 from ...loading.prefetchers import cuda_status
@@ -21,8 +23,7 @@ from ...scale import resolve_scale
 from .data import BakeoffData, ensure_format
 from .datasets import (
     ArrowImageBatches,
-    Hdf5Images,
-    LmdbImages,
+    ImageRows,
     TarImageStream,
     _HFDecode,
     _sample,
@@ -135,13 +136,13 @@ def _stateful_dataloader(data, batch_size, num_workers, decoder):
 
 
 def _lmdb(data, batch_size, num_workers, decoder):
-    ds = LmdbImages(ensure_format(data, "lmdb"), decoder)
+    ds = ImageRows(LmdbRows(ensure_format(data, "lmdb")), decoder)
     return DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
                       timeout=WORKER_TIMEOUT_S if num_workers else 0)
 
 
 def _hdf5(data, batch_size, num_workers, decoder):
-    ds = Hdf5Images(ensure_format(data, "hdf5"), decoder)
+    ds = ImageRows(Hdf5Rows(ensure_format(data, "hdf5")), decoder)
     return DataLoader(ds, batch_size=batch_size, num_workers=num_workers,
                       timeout=WORKER_TIMEOUT_S if num_workers else 0)
 

@@ -12,11 +12,12 @@ from pathlib import Path
 
 from ...data.fixtures import source_folder
 from ...data.writers import _tar_add, shard_bounds
-from ...formats.lmdbrows import sample_key
+from ...formats.hdf5rows import write_hdf5
+from ...formats.lmdbrows import write_lmdb
 from ...images.decode import file_bytes
 from ...images.folder import read_labels
 from ...objstore.leftovers import litdata_optimize
-from .datasets import LMDB_HEAD
+from .datasets import SAMPLE_HEAD
 
 # -- the shared data, in every format -------------------------------------------------------
 
@@ -113,39 +114,22 @@ def _write_litdata(data: BakeoffData) -> Path:
                             chunk_bytes="4MB")
 
 
-def _write_lmdb(data: BakeoffData) -> Path:
-    """One LMDB environment (chapter 12): key ``sample_key(k)`` -> id and label (two
-    little-endian int64, :data:`~labkit.capstone.bakeoff.datasets.LMDB_HEAD`), then the JPEG."""
-    import lmdb
+def _packed(data: BakeoffData) -> list[bytes]:
+    """Each sample as one value: its id and label
+    (:data:`~labkit.capstone.bakeoff.datasets.SAMPLE_HEAD`), then its JPEG bytes."""
+    return [SAMPLE_HEAD.pack(sample_id, label) + jpg for sample_id, label, jpg in data.blobs()]
 
-    folder = data.dest / "lmdb"
-    # map_size is the most the file may grow to (address space, not disk)
-    env = lmdb.open(str(folder), map_size=2 * sum(map(len, data.jpegs)) + (64 << 20),
-                    subdir=True, meminit=False, map_async=True)
-    try:
-        with env.begin(write=True) as txn:
-            for k, (sample_id, label, jpg) in enumerate(data.blobs()):
-                txn.put(sample_key(k), LMDB_HEAD.pack(sample_id, label) + jpg, append=True)
-        env.sync()
-    finally:
-        env.close()
-    return folder
+
+def _write_lmdb(data: BakeoffData) -> Path:
+    """One LMDB environment of packed samples (chapter 12's writer, variable-length rows)."""
+    write_lmdb(data.dest / "lmdb", _packed(data))
+    return data.dest / "lmdb"
 
 
 def _write_hdf5(data: BakeoffData) -> Path:
-    """One HDF5 file (chapter 12): ``id`` and ``label`` (int64) and ``jpg``, a
-    variable-length uint8 dataset holding each JPEG's bytes."""
-    import h5py
-    import numpy as np
-
-    path = data.dest / "images.h5"
-    jpgs = np.empty(data.samples, dtype=object)
-    jpgs[:] = [np.frombuffer(j, dtype=np.uint8) for j in data.jpegs]
-    with h5py.File(path, "w") as f:
-        f.create_dataset("id", data=np.array([r[0] for r in data.rows], dtype=np.int64))
-        f.create_dataset("label", data=np.array([r[1] for r in data.rows], dtype=np.int64))
-        f.create_dataset("jpg", data=jpgs, dtype=h5py.vlen_dtype(np.uint8))
-    return path
+    """One HDF5 file of packed samples (chapter 12's writer, variable-length rows)."""
+    write_hdf5(data.dest / "images.h5", _packed(data))
+    return data.dest / "images.h5"
 
 
 WRITERS: dict[str, Callable[[BakeoffData], object]] = {

@@ -7,12 +7,8 @@ import tarfile
 
 import numpy as np
 import torch
-from torch.utils.data import default_collate
+from torch.utils.data import Dataset, default_collate
 
-from ...errors import DataFormatError
-from ...formats.hdf5rows import open_hdf5
-from ...formats.lazy import LazyFile
-from ...formats.lmdbrows import open_env, sample_key
 from ...images.decode import decode_jpeg
 from ...streams.split import SplitStream
 
@@ -77,60 +73,29 @@ class ArrowImageBatches(SplitStream):
             yield default_collate(buf)
 
 
-#: An LMDB value's head: the sample's id and label, then its JPEG bytes.
-LMDB_HEAD = struct.Struct("<qq")
+#: A packed sample's head (chapter 12's LMDB and HDF5 rows hold one sample each): its id and
+#: label, two little-endian int64, then its JPEG bytes.
+SAMPLE_HEAD = struct.Struct("<qq")
 
 
-class LmdbImages(LazyFile):
-    """Map-style JPEGs in one LMDB environment: ``dataset[k]`` is sample ``k``'s dict.
+class ImageRows(Dataset):
+    """Packed samples in chapter 12's rows (``LmdbRows``, ``Hdf5Rows``), decoded: ``dataset[k]``
+    is sample ``k``'s dict.
 
-    The environment opens lazily in each reading process, once per file per process
-    (chapter 12's fix for the handle-opened-before-fork trap).
+    The rows open their file lazily in each reading process (chapter 12's fix for the
+    handle-opened-before-fork trap) and name the file and sample when one cannot be read.
     """
 
-    def __init__(self, folder, decoder: str = "pil"):
-        super().__init__(folder)
-        self.decoder = decoder
-        self.samples = open_env(self.path).stat()["entries"]
-
-    def open(self):
-        return open_env(self.path)
+    def __init__(self, rows, decoder: str = "pil"):
+        self.rows, self.decoder = rows, decoder
 
     def __len__(self) -> int:
-        return self.samples
+        return len(self.rows)
 
     def __getitem__(self, k: int) -> dict:
-        with self.handle.begin(buffers=True) as txn:
-            raw = txn.get(sample_key(k))
-            if raw is None:
-                raise DataFormatError(f"{self.path}: sample {k} is missing: no key "
-                                      f"{sample_key(k).decode()}")
-            sample_id, label = LMDB_HEAD.unpack_from(raw)
-            jpg = bytes(raw[LMDB_HEAD.size:])
-        return _sample(sample_id, label, jpg, self.decoder)
-
-
-class Hdf5Images(LazyFile):
-    """Map-style JPEGs in one HDF5 file (``id``, ``label``, variable-length ``jpg``).
-
-    Ids and labels are read once; the file opens lazily in each reading process.
-    """
-
-    def __init__(self, path, decoder: str = "pil"):
-        super().__init__(path)
-        self.decoder = decoder
-        with open_hdf5(self.path, "jpg") as f:
-            self.ids, self.labels = f["id"][:], f["label"][:]
-
-    def open(self):
-        return open_hdf5(self.path, "jpg")
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, k: int) -> dict:
-        return _sample(self.ids[k], self.labels[k], self.handle["jpg"][k].tobytes(),
-                       self.decoder)
+        raw = self.rows[k][0].numpy().tobytes()
+        sample_id, label = SAMPLE_HEAD.unpack_from(raw)
+        return _sample(sample_id, label, raw[SAMPLE_HEAD.size:], self.decoder)
 
 
 class _HFDecode:
