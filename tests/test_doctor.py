@@ -9,6 +9,7 @@ import sys
 from collections import namedtuple
 
 import labkit as lk
+from labkit import optional
 
 # the module, not lk.tools.doctor (the function of the same name the folder exports)
 doc = importlib.import_module("labkit.tools.doctor")
@@ -37,7 +38,7 @@ def test_dockers_64_mib_shm_is_named_with_the_flag(monkeypatch, tmp_path):
 
 
 def test_missing_ffmpeg_says_what_to_install(monkeypatch):
-    monkeypatch.setattr(doc, "ffmpeg_status", lambda: (False, "no libavutil"))
+    monkeypatch.setitem(optional._CHECKS, "ffmpeg", lambda: (False, "no libavutil"))
     c = doc._ffmpeg()
     assert not c.ok and "apt-get install ffmpeg" in c.fix and "brew install ffmpeg" in c.fix
 
