@@ -5,10 +5,10 @@ the file (tests/test_layout.py checks; every module's first docstring line names
 that call it, tests/test_layout.py checks that too, ``labkit helpers NN`` lists them):
 
 1. The spine, the concepts every chapter uses: ``errors``, ``paths``, ``scale``, ``optional``
-   (is an optional library here, and if not, why and what to install); ``data``
-   (fixtures, writers, faults, teaching datasets), ``images`` (decoders, folder and packed
-   datasets, augmentation, GPU paths, stage costs), ``streams`` (one rank x worker split
-   base, one shuffle buffer, one resume state; array, row-group and tar-shard streams),
+   (``lk.status(name)``: is an optional library here, and if not, why and what to install);
+   ``data`` (fixtures, writers, faults, teaching datasets), ``images`` (decoders, folder and
+   packed datasets, augmentation, GPU paths, stage costs), ``streams`` (one rank x worker
+   split base, one shuffle buffer, one resume state; array, row-group and tar-shard streams),
    ``loading`` (worker processes, prefetchers, batches, processes), ``instruments`` (meter,
    measurement, timer, audits, memory, page cache, shuffle quality, resume trials, tuning),
    ``remote`` (HTTP server, torchrun), ``display`` (dashboard, plots, figures), ``records``
@@ -66,7 +66,7 @@ from .instruments.resume import resume_trial
 from .instruments.timer import best_of
 from .instruments.tuning import usable_cores
 from .loading.loaders import worker_processes
-from .loading.prefetchers import cuda_status
+from .optional import status
 from .records.checkpoint import Checkpoint
 from .remote.server import Fault
 from .scale import knob, resolve_scale
@@ -88,7 +88,6 @@ __all__ = [
     "audit",
     "best_of",
     "compare",
-    "cuda_status",
     "damaged_copy",
     "deliveries",
     "evict_page_cache",
@@ -103,6 +102,7 @@ __all__ = [
     "resume_trial",
     "shard_plan",
     "simulated_step",
+    "status",
     "usable_cores",
     "worker_processes",
 ]

@@ -1,4 +1,12 @@
-"""Optional libraries: is one here, and if not, why and what to install (ch. 10, 12, 14, 15, 16).
+"""Optional libraries: is one here, and if not, why and what to install (ch. 09, 10, 12-16).
+
+``lk.status(name)`` is the one way a chapter asks: ``lk.status("cuda")``,
+``lk.status("lance")``, ... return ``(ok, reason)``. Each check is registered by name with
+:func:`check` in the module that knows the library (``"cuda"`` next to the CUDA prefetcher,
+``"lance"`` next to the Lance reader), so its install hint and its caveats stay beside the
+code that needs them and this spine module imports no chapter folder. ``import labkit``
+imports every folder, so every check is registered before a chapter asks; an unknown name
+raises :class:`~labkit.LabkitError` listing the known ones.
 
 Every optional row of a chapter (Lance, ArrayRecord, safetensors, tf.data, torchvision,
 torchcodec, PyAV, SPDL, kornia, DALI, MosaicML Streaming, LitData, Ray Data, the bake-off's
@@ -17,6 +25,44 @@ import importlib
 import importlib.metadata
 import importlib.util
 from collections.abc import Callable
+
+from .errors import LabkitError
+
+#: ``{name: check}``: every check ``status`` can run, filled by :func:`check` at import.
+_CHECKS: dict[str, Callable[..., tuple[bool, str]]] = {}
+
+
+def check(name: str):
+    """Register the decorated function as the check ``lk.status(name)`` runs.
+
+    The function takes only keyword options (``device=`` for the CUDA checks), returns
+    ``(ok, reason)`` and never raises. It comes back unchanged, so its module may call it.
+    """
+    def register(fn: Callable[..., tuple[bool, str]]):
+        old = _CHECKS.get(name)
+        if old is not None and (old.__module__, old.__qualname__) != (fn.__module__,
+                                                                      fn.__qualname__):
+            raise LabkitError(f"two checks named {name!r}: {old.__module__}.{old.__qualname__}"
+                              f" and {fn.__module__}.{fn.__qualname__}")
+        _CHECKS[name] = fn
+        return fn
+    return register
+
+
+def status(name: str, **options) -> tuple[bool, str]:
+    """``(True, what is here)`` if the optional library or device ``name`` can be used, else
+    ``(False, why not and what to install)``; never raises for a known name.
+
+    Introduced in chapter 09 (``lk.status("cuda")``). ``options`` go to the check
+    (``device="cuda:1"`` for ``"cuda"``, ``"gpu_decode"``, ``"kornia_gpu"``, ``"dali"``,
+    ``"media_gpu"``). An unknown ``name`` raises :class:`~labkit.LabkitError` that lists the
+    known names.
+    """
+    probe = _CHECKS.get(name)
+    if probe is None:
+        raise LabkitError(f"no check named {name!r}; the known ones: "
+                          f"{', '.join(sorted(_CHECKS))}")
+    return probe(**options)
 
 
 def short_error(e: BaseException, limit: int = 120) -> str:

@@ -85,10 +85,10 @@ def labkit_session_env(tmp_path_factory):
 def pytest_runtest_setup(item):
     _enter()  # back in tests/ after items from elsewhere
     gpu = item.get_closest_marker("gpu")
-    if gpu is not None:  # ``@pytest.mark.gpu`` or ``@pytest.mark.gpu(probe=lk.images.dali_status)``
-        from labkit.loading.prefetchers import cuda_status
+    if gpu is not None:  # ``@pytest.mark.gpu`` or ``@pytest.mark.gpu(probe="dali")``
+        from labkit.optional import status
 
-        ok, reason = gpu.kwargs.get("probe", cuda_status)()
+        ok, reason = status(gpu.kwargs.get("probe", "cuda"))
         if not ok:
             pytest.skip(reason)
 
@@ -495,9 +495,9 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = [i for i in items if not i.get_closest_marker(SESSION_LAST)] + last
     media = [i for i in items if Path(str(i.path)).name == "15_video_and_audio.ipynb"]
     if media and os.environ.get("CI") != "true":
-        from labkit.media.backends import ffmpeg_status
+        from labkit.optional import status
 
-        ok, reason = ffmpeg_status()
+        ok, reason = status("ffmpeg")
         if not ok:
             for i in media:
                 i.add_marker(pytest.mark.skip(reason=reason))

@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import labkit as lk
+from labkit import optional
 from labkit.capstone.bakeoff import adapters as bakeoff
 from labkit.capstone.bakeoff.adapters import build_loader, probe_loader
 from tests.contracts import check_exactly_once
@@ -78,8 +79,7 @@ def test_absent_library_is_skipped_with_reason_and_install(monkeypatch):
 
 
 def test_dali_needs_cuda_says_so(monkeypatch):
-    monkeypatch.setattr(bakeoff, "cuda_status",
-                        lambda *a: (False, "no CUDA device"))
+    monkeypatch.setitem(optional._CHECKS, "cuda", lambda **kw: (False, "no CUDA device"))
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
     monkeypatch.setattr(bakeoff.importlib, "import_module", lambda name: None)
     ok, why = probe_loader(bakeoff.get_adapter("DALI"))

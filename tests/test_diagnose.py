@@ -158,7 +158,7 @@ def test_loading_in_process_is_suggested_when_workers_cost_more_than_they_give()
 
 def test_workers_are_sampled_or_the_reason_given():
     d = diagnose_json("fast_with_workers", "--step-ms", 2)
-    ok, why = lk.profiling.pyspy_status()
+    ok, why = lk.status("pyspy")
     if ok:
         assert d["worker_sampling"].startswith("py-spy") and d["worker_hotspots"]
     else:

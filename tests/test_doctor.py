@@ -8,6 +8,7 @@ import sys
 from collections import namedtuple
 
 import labkit as lk
+from labkit import optional
 from labkit.tools import checkup
 
 
@@ -35,7 +36,7 @@ def test_dockers_64_mib_shm_is_named_with_the_flag(monkeypatch, tmp_path):
 
 
 def test_missing_ffmpeg_says_what_to_install(monkeypatch):
-    monkeypatch.setattr(checkup, "ffmpeg_status", lambda: (False, "no libavutil"))
+    monkeypatch.setitem(optional._CHECKS, "ffmpeg", lambda: (False, "no libavutil"))
     c = checkup._ffmpeg()
     assert not c.ok and "apt-get install ffmpeg" in c.fix and "brew install ffmpeg" in c.fix
 

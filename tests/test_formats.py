@@ -314,7 +314,7 @@ def test_bench_formats_is_registered_and_reports_its_ratio(ci_fixture):
 
 # -- tf.data, the optional extra ---------------------------------------------------------------
 
-_TF_OK, _TF_WHY = lk.formats.tfdata_status()
+_TF_OK, _TF_WHY = lk.status("tfdata")
 
 
 def test_tfdata_status_says_why_when_tensorflow_is_absent():
@@ -379,13 +379,13 @@ def test_lmdb_lock_is_one_choice_per_file_per_process(rows, tmp_path):
 
 # -- Lance and ArrayRecord, the optional moreformats extra -------------------------------------
 
-_LANCE_OK, _LANCE_WHY = lk.formats.lance_status()
-_AR_OK, _AR_WHY = lk.formats.array_record_status()
+_LANCE_OK, _LANCE_WHY = lk.status("lance")
+_AR_OK, _AR_WHY = lk.status("array_record")
 
 
 def _in_a_fresh_process(body: str) -> None:
     """Run ``body`` in its own Python: lance, once imported, makes every later fork of this
-    pytest process unsafe (labkit.formats.moreformats.lance_status says why)."""
+    pytest process unsafe (labkit/formats/moreformats.py's "lance" check says why)."""
     code = ("import hashlib, pickle, numpy as np, labkit as lk\n"
             "from labkit.formats.moreformats import write_lance\n"
             f"N, F = {N}, {F}\n"

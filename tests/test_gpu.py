@@ -9,8 +9,8 @@ import labkit as lk
 
 
 def test_status_is_a_reason_not_an_exception():
-    for probe in (lk.images.gpu_decode_status, lk.images.kornia_gpu_status, lk.images.dali_status):
-        ok, reason = probe()
+    for name in ("gpu_decode", "kornia_gpu", "dali"):
+        ok, reason = lk.status(name)
         assert isinstance(ok, bool) and isinstance(reason, str) and reason
 
 
@@ -23,7 +23,7 @@ def test_gpu_paths_refuse_with_the_reason(ci_fixture):
         lk.images.dali_decode_rate([])
 
 
-@pytest.mark.gpu(probe=lk.images.gpu_decode_status)  # skipped, with the reason, where it cannot run
+@pytest.mark.gpu(probe="gpu_decode")  # skipped, with the reason, where it cannot run
 def test_nvjpeg_matches_cpu_decode(ci_fixture):
     files = ci_fixture("images").file_list(".jpg")[:16]
     blobs = lk.images.file_bytes(files)
@@ -44,7 +44,7 @@ def test_nvjpeg_matches_cpu_decode(ci_fixture):
     assert r["samples_per_s"] > 0
 
 
-@pytest.mark.gpu(probe=lk.images.dali_status)  # skipped, with the reason, where it cannot run
+@pytest.mark.gpu(probe="dali")  # skipped, with the reason, where it cannot run
 def test_dali_decode(ci_fixture):
     r = lk.images.dali_decode_rate(ci_fixture("images").file_list(".jpg")[:64], batch_size=16,
                             repeats=1)

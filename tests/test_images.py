@@ -159,7 +159,7 @@ def test_augment_as_transform_through_workers(images):
     assert batch["image"].shape == (8, 3, 32, 32)
 
 
-@pytest.mark.gpu(probe=lk.images.kornia_gpu_status)  # skipped, with the reason, where it cannot run
+@pytest.mark.gpu(probe="kornia_gpu")  # skipped, with the reason, where it cannot run
 def test_kornia_on_gpu(images):
     aug = lk.images.make_augment("kornia", 48)
     x = torch.stack([lk.ImageFolderDataset(images)[i]["image"] for i in range(8)]).cuda()
@@ -194,7 +194,7 @@ def test_torchvision_v2_does_not_load_here_and_says_why():
     CPU torch (PyPI's torchvision for torch 2.13.0 links libtorch_cuda.so / libc10_cuda.so).
     When this fails, that reason went away: add transforms.v2 to ``lk.images.make_augment`` and to
     chapter 10's comparison, then turn this into a test of that row."""
-    ok, reason = lk.images.torchvision_status()
+    ok, reason = lk.status("torchvision")
     assert not ok, (f"torchvision.transforms.v2 now loads here ({reason}): add it to "
                     "lk.images.make_augment and chapter 10's augmentation comparison")
     assert reason.startswith("torchvision.transforms.v2 ")

@@ -16,12 +16,13 @@ import pytest
 from torch.utils.data import DataLoader
 
 import labkit as lk
+from labkit import optional
 from labkit.media.backends import FFMPEG_INSTALL
 from labkit.media.writers import synth_audio, to_int16
 
 
 def require_ffmpeg() -> None:
-    ok, reason = lk.media.ffmpeg_status()
+    ok, reason = lk.status("ffmpeg")
     if ok:
         return
     if os.environ.get("CI") == "true":
@@ -205,7 +206,7 @@ def test_clip_shard_stream_matches_the_file_plan(videos):
 
 @pytest.fixture
 def spdl_jobs(videos, tmp_path):
-    ok, reason = lk.media.spdl_status()
+    ok, reason = lk.status("spdl")
     if not ok:
         pytest.skip(reason)
     plan = lk.media.random_clips(videos.meta["videos"], 1, 8, 2, seed=4)
@@ -338,7 +339,6 @@ def test_bad_arguments_fail_fast(videos):
 def test_without_ffmpeg_the_reason_says_what_to_install(monkeypatch):
     import importlib
 
-    from labkit import optional
     from labkit.media import backends
 
     real = importlib.import_module
@@ -349,21 +349,21 @@ def test_without_ffmpeg_the_reason_says_what_to_install(monkeypatch):
                                "shared object file")
         return real(name, *a, **kw)
 
-    backends.torchcodec_status.cache_clear()
+    backends._torchcodec_status.cache_clear()
     monkeypatch.setattr(optional.importlib, "import_module", no_libav)
     try:
-        ok, reason = lk.media.ffmpeg_status()
+        ok, reason = lk.status("ffmpeg")
         assert not ok and FFMPEG_INSTALL in reason and "apt-get install ffmpeg" in reason
         assert "torchcodec does not load here (RuntimeError: Could not load" in reason
     finally:
-        backends.torchcodec_status.cache_clear()
+        backends._torchcodec_status.cache_clear()
 
 
 def test_lab_prints_what_to_install_without_ffmpeg(monkeypatch, capsys):
-    from labkit.tools import checkup, cli
+    from labkit.tools import cli
 
     # labkit lab prints each failing check of labkit doctor, FFmpeg's among them
-    monkeypatch.setattr(checkup, "ffmpeg_status", lambda: (False, "REASON: " + FFMPEG_INSTALL))
+    monkeypatch.setitem(optional._CHECKS, "ffmpeg", lambda: (False, "REASON: " + FFMPEG_INSTALL))
     monkeypatch.setattr(cli, "ensure_fixtures", lambda **kw: {})
     monkeypatch.setattr(os, "execv", lambda *a: None)  # do not start JupyterLab
     cli.main(["lab", "--scale", "ci"])
@@ -373,9 +373,8 @@ def test_lab_prints_what_to_install_without_ffmpeg(monkeypatch, capsys):
 
 
 def test_probes_say_what_runs_here():
-    for probe in (lk.media.ffmpeg_status, lk.media.pyav_status, lk.media.spdl_status,
-                  lk.media.media_gpu_status):
-        ok, reason = probe()
+    for name in ("ffmpeg", "torchcodec", "pyav", "spdl", "media_gpu"):
+        ok, reason = lk.status(name)
         assert isinstance(ok, bool) and reason
 
 
@@ -385,7 +384,7 @@ def test_media_benchmark_is_registered():
     assert "media" in BENCHMARKS and "16-frame clips" in BENCHMARKS["media"].goal
 
 
-@pytest.mark.gpu(probe=lk.media.media_gpu_status)  # skipped, with the reason, where it cannot run
+@pytest.mark.gpu(probe="media_gpu")  # skipped, with the reason, where it cannot run
 def test_gpu_clip_decode_returns_the_right_frames(videos):
     v = first(videos, 25)
     clip = lk.media.clip_indices(30, 8, 2)
@@ -405,14 +404,12 @@ class _Item:
 
 
 def test_chapter_15_skips_without_ffmpeg_but_not_under_ci(monkeypatch, tmp_path, pytestconfig):
-    from labkit.media import backends
-
     # tests/conftest.py as pytest loaded it (``import conftest`` may find notebooks' one)
     mine = Path(__file__).with_name("conftest.py")
     conftest = next(p for p in pytestconfig.pluginmanager.get_plugins()
                     if Path(getattr(p, "__file__", None) or "/").resolve() == mine.resolve())
 
-    monkeypatch.setattr(backends, "ffmpeg_status", lambda: (False, "no FFmpeg: apt-get ..."))
+    monkeypatch.setitem(optional._CHECKS, "ffmpeg", lambda: (False, "no FFmpeg: apt-get ..."))
     items = [_Item(tmp_path / "15_video_and_audio.ipynb"), _Item(tmp_path / "01_x.ipynb")]
     monkeypatch.delenv("CI", raising=False)
     conftest.pytest_collection_modifyitems(None, None, items)

@@ -1,10 +1,20 @@
-"""labkit.optional.library_status: the one probe behind every optional row (chapters 10-16)."""
+"""labkit.optional: ``lk.status(name)``, the one way to ask whether an optional library or
+device is here, and ``library_status``, the probe behind it (chapters 09-16)."""
 
 from __future__ import annotations
 
 import sys
 
-from labkit.optional import library_status, library_version
+import pytest
+
+import labkit as lk
+from labkit.optional import _CHECKS, check, library_status, library_version
+
+#: Every check a chapter, the tests or the doctor asks for, each registered where its library
+#: is used; ``import labkit`` imports every module that registers one.
+CHECKS = ["array_record", "cuda", "dali", "ffmpeg", "gpu_decode", "kornia_gpu", "lance",
+          "media_gpu", "pyav", "pyspy", "safetensors", "spdl", "tfdata", "torchcodec",
+          "torchvision"]
 
 
 def _package(tmp_path, monkeypatch, name: str, body: str) -> None:
@@ -52,3 +62,36 @@ def test_a_custom_importer_is_used_for_loading():
     seen = []
     ok, _ = library_status("numpy", "numpy.linalg", install="-", importer=seen.append)
     assert ok and seen == ["numpy.linalg"]
+
+
+def test_every_check_is_registered_by_import_labkit_alone():
+    assert sorted(_CHECKS) == CHECKS
+
+
+@pytest.mark.parametrize("name", [n for n in CHECKS if n != "pyspy"])  # pyspy starts a child
+def test_status_is_a_reason_not_an_exception(name):
+    ok, reason = lk.status(name)
+    assert isinstance(ok, bool) and isinstance(reason, str) and reason
+
+
+def test_an_unknown_name_lists_the_known_ones():
+    with pytest.raises(lk.LabkitError, match=r"no check named 'cdua'; the known ones: "
+                                             r"array_record, cuda, dali, .*torchvision"):
+        lk.status("cdua")
+
+
+def test_options_reach_the_check(monkeypatch):
+    seen = {}
+    monkeypatch.setitem(_CHECKS, "cuda", lambda **options: (not seen.update(options), "fake"))
+    assert lk.status("cuda", device="cuda:1") == (True, "fake")
+    assert seen == {"device": "cuda:1"}
+
+
+def test_one_name_one_check(monkeypatch):
+    monkeypatch.setattr("labkit.optional._CHECKS", dict(_CHECKS))
+
+    def cuda():
+        return True, "another"
+
+    with pytest.raises(lk.LabkitError, match="two checks named 'cuda'"):
+        check("cuda")(cuda)

@@ -129,7 +129,7 @@ def test_to_device_cpu_keeps_structure():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
 def test_cuda_prefetcher_says_plainly_why_it_is_skipped():
-    ok, reason = lk.cuda_status()
+    ok, reason = lk.status("cuda")
     assert not ok and ("CPU-only" in reason or "no CUDA device" in reason)
     with pytest.raises(lk.LabkitError, match="cannot run here: .*(CPU-only|no CUDA)"):
         CudaStreamPrefetcher([torch.ones(2)])

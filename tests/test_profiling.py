@@ -86,7 +86,7 @@ def test_sample_workers_names_the_worker_hotspot_or_says_why_not():
 
     loader = DataLoader(pl.HeavyDecode(), batch_size=8, num_workers=2, timeout=60)
     s = lk.profiling.sample_workers(loader, seconds=1)
-    ok, why = lk.profiling.pyspy_status()
+    ok, why = lk.status("pyspy")
     if ok:
         assert s.sampled and len(s.pids) == 2
         assert "decode_sample" in s.top(1)[0][0]

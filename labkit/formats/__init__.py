@@ -10,7 +10,7 @@ from .breakeven import BreakEven
 from .hdf5rows import Hdf5Rows, write_hdf5
 from .lazy import LazyFile
 from .lmdbrows import LmdbRows, write_lmdb
-from .moreformats import ArrayRecordRows, LanceRows, array_record_status, lance_status
+from .moreformats import ArrayRecordRows, LanceRows
 from .onetensor import SafetensorsRows, TorchMmapRows
 from .table import (
     format_formats,
@@ -20,7 +20,7 @@ from .table import (
     write_more_formats,
     write_tensor_formats,
 )
-from .tfdata import tfdata_measure, tfdata_status
+from .tfdata import tfdata_measure
 from .tfrecords import TFRecordRows
 from .trap import EagerHdf5Rows, EagerLmdbRows, trap_trial
 from .widget import BreakEvenWidget
@@ -39,16 +39,13 @@ __all__ = [
     "SafetensorsRows",
     "TFRecordRows",
     "TorchMmapRows",
-    "array_record_status",
     "break_even",
     "format_formats",
-    "lance_status",
     "measure_formats",
     "raw_ahead",
     "read_back",
     "resize_ahead",
     "tfdata_measure",
-    "tfdata_status",
     "trap_trial",
     "write_formats",
     "write_hdf5",

@@ -4,9 +4,10 @@
 data files plus versioned manifests, and ``dataset.take(indices)`` reads rows by position.
 **ArrayRecord** (Google's, what Grain reads) is a file of records in chunks with an index
 at the end; written with ``group_size:1`` every record is its own chunk, so record ``k`` is
-one seek. Both are the optional ``moreformats`` extra: each ``*_status`` says whether the
-library imports and, if not, how to install it, and the libraries are imported inside the
-functions that use them so the rest of the chapter runs without them. Both readers open
+one seek. Both are the optional ``moreformats`` extra: ``lk.status("lance")`` and
+``lk.status("array_record")`` say whether the library imports and, if not, how to install
+it, and the libraries are imported inside the functions that use them so the rest of the
+chapter runs without them. Both readers open
 lazily, per process (:class:`~labkit.formats.lazy.LazyFile`), and pickle as their path.
 """
 
@@ -18,13 +19,14 @@ import numpy as np
 import torch
 
 from ..errors import DataFormatError
-from ..optional import library_status
+from ..optional import check, library_status
 from .lazy import RowFile
 
 _EXTRA = 'pip install -e ".[moreformats]"'
 
 
-def lance_status() -> tuple[bool, str]:
+@check("lance")
+def _lance_status() -> tuple[bool, str]:
     """``(True, version)`` when ``lance`` (the ``pylance`` package) is installed, else why not.
 
     Found, not imported: importing lance starts its runtime's threads, and every ``fork()``
@@ -35,7 +37,8 @@ def lance_status() -> tuple[bool, str]:
                           install=f"{_EXTRA} or pip install pylance")
 
 
-def array_record_status() -> tuple[bool, str]:
+@check("array_record")
+def _array_record_status() -> tuple[bool, str]:
     """``(True, version)`` when ``array_record``'s reader and writer load, else why not."""
     return library_status("array-record", "array_record.python.array_record_module",
                           install=f"{_EXTRA} or pip install array-record")

@@ -16,14 +16,15 @@ import numpy as np
 import torch
 
 from ..errors import DataFormatError
-from ..optional import library_status
+from ..optional import check, library_status
 from .lazy import RowFile
 
 #: The tensor's name inside a safetensors file written here.
 TENSOR = "rows"
 
 
-def safetensors_status() -> tuple[bool, str]:
+@check("safetensors")
+def _safetensors_status() -> tuple[bool, str]:
     """``(True, version)`` when the optional ``safetensors`` package imports, else why not."""
     return library_status("safetensors", install="pip install safetensors")
 

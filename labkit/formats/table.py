@@ -25,20 +25,18 @@ from ..data.fixtures import source_files
 from ..instruments.measurement import Measurement
 from ..instruments.meter import measure
 from ..loading.loaders import WORKER_TIMEOUT_S
+from ..optional import status
 from .hdf5rows import Hdf5Rows, write_hdf5
 from .lmdbrows import LmdbRows, write_lmdb
 from .moreformats import (
     ArrayRecordRows,
     LanceRows,
-    array_record_status,
-    lance_status,
     write_array_record,
     write_lance,
 )
 from .onetensor import (
     SafetensorsRows,
     TorchMmapRows,
-    safetensors_status,
     write_safetensors,
     write_torch_tensor,
 )
@@ -143,7 +141,7 @@ def write_tensor_formats(rows: np.ndarray, dest) -> tuple[list[StoredFormat], st
     pt, st = dest / "rows.pt", dest / "rows.safetensors"
     out = [StoredFormat("torch.load(mmap=True)", "torch.save", pt, write_torch_tensor(pt, rows),
                         lambda: TorchMmapRows(pt))]
-    ok, why = safetensors_status()
+    ok, why = status("safetensors")
     if ok:
         out.append(StoredFormat("safetensors", "safetensors", st, write_safetensors(st, rows),
                                 lambda: SafetensorsRows(st)))
@@ -158,13 +156,13 @@ def write_more_formats(rows: np.ndarray, dest) -> tuple[list[StoredFormat], list
     dest.mkdir(parents=True, exist_ok=True)
     lp, ap = dest / "rows.lance", dest / "rows.array_record"
     out, notes = [], []
-    ok, why = lance_status()
+    ok, why = status("lance")
     if ok:
         out.append(StoredFormat("Lance", "lance", lp, write_lance(lp, rows),
                                 lambda: LanceRows(lp), fork_safe=False))
     else:
         notes.append(f"Lance not run: {why}")
-    ok, why = array_record_status()
+    ok, why = status("array_record")
     if ok:
         out.append(StoredFormat("ArrayRecord", "arrayrecord", ap, write_array_record(ap, rows),
                                 lambda: ArrayRecordRows(ap, dtype=rows.dtype)))

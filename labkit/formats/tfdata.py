@@ -1,6 +1,6 @@
 """The other ecosystem's loader: TFRecord -> tf.data -> numpy -> torch, optional (chapter 12).
 
-``tensorflow-cpu`` is large, so it is the optional ``tfdata`` extra; :func:`tfdata_status`
+``tensorflow-cpu`` is large, so it is the optional ``tfdata`` extra; ``lk.status("tfdata")``
 says whether it is there and, if not, exactly why. TensorFlow runs in a child process
 (:func:`tfdata_measure`): it and the ``tfrecord`` package both register the
 ``tensorflow.Example`` protobuf messages in protobuf's default pool, and whichever is
@@ -18,12 +18,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..optional import library_status
+from ..optional import check, library_status
 
 _CHILD = Path(__file__).with_name("_tfdata_child.py")
 
 
-def tfdata_status() -> tuple[bool, str]:
+@check("tfdata")
+def _tfdata_status() -> tuple[bool, str]:
     """``(True, version)`` if TensorFlow is installed for this interpreter, else
     ``(False, the reason)``. Nothing is imported: see the module docstring for why."""
     return library_status("tensorflow-cpu", "tensorflow", label="tensorflow", load=False,
@@ -62,7 +63,7 @@ def tfdata_measure(paths, *, batch_size: int = 64, passes: int = 3, warmup: int 
     Raises ``RuntimeError`` with the reason when TensorFlow is not installed or the child
     fails (its last lines of stderr included).
     """
-    ok, why = tfdata_status()
+    ok, why = _tfdata_status()
     if not ok:
         raise RuntimeError(why)
     files = [str(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])]

@@ -6,15 +6,12 @@ modules' other names are for labkit and tests.
 
 from __future__ import annotations
 
-from .augment import make_augment, torchvision_status
+from .augment import make_augment
 from .decode import available_decoders, decode_jpeg, fastest_decoder, file_bytes
 from .folder import skip_collate
 from .gpu import (
     dali_decode_rate,
-    dali_status,
     gpu_decode_rate,
-    gpu_decode_status,
-    kornia_gpu_status,
     nvjpeg_decode,
 )
 from .packed import PackedImages, pack_images
@@ -24,17 +21,13 @@ __all__ = [
     "PackedImages",
     "available_decoders",
     "dali_decode_rate",
-    "dali_status",
     "decode_jpeg",
     "fastest_decoder",
     "file_bytes",
     "gpu_decode_rate",
-    "gpu_decode_status",
-    "kornia_gpu_status",
     "make_augment",
     "nvjpeg_decode",
     "pack_images",
     "skip_collate",
     "stage_breakdown",
-    "torchvision_status",
 ]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ..optional import library_status
+from ..optional import check, library_status
 
 #: ImageNet mean and std (0-255 scale): what the pipelines normalise with.
 MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
@@ -133,7 +133,8 @@ def _kornia(size: int, seed: int):
     return augment
 
 
-def torchvision_status() -> tuple[bool, str]:
+@check("torchvision")
+def _torchvision_status() -> tuple[bool, str]:
     """``(True, version)`` if ``torchvision.transforms.v2`` imports here, else why not.
 
     On this kit's CPU torch it does not: PyPI's torchvision for torch 2.13.0 (0.28.0) links

@@ -1,18 +1,18 @@
 """GPU decode and augmentation paths: nvJPEG via torchvision, kornia on CUDA, DALI (ch. 10, 15).
 
-Every path here is guarded: :func:`gpu_decode_status` and :func:`dali_status` say whether it
-can run and, if not, why (no CUDA, a CPU-only torch, a torchvision that does not load
-against this torch, DALI not installed). Nothing here imports torchvision or DALI at module
-import: a torchvision wheel built for another torch can fail with any exception, not only
-ImportError, so every probe catches everything and reports it.
+Every path here is guarded: ``lk.status("gpu_decode")``, ``lk.status("kornia_gpu")`` and
+``lk.status("dali")`` say whether it can run and, if not, why (no CUDA, a CPU-only torch, a
+torchvision that does not load against this torch, DALI not installed). Nothing here
+imports torchvision or DALI at module import: a torchvision wheel built for another torch
+can fail with any exception, not only ImportError, so every probe catches everything and
+reports it.
 """
 
 from __future__ import annotations
 
 from ..errors import LabkitError
 from ..instruments.timer import best_of
-from ..loading.prefetchers import cuda_status
-from ..optional import library_status
+from ..optional import check, library_status, status
 from .augment import torchvision_install
 
 #: NVIDIA DALI is CUDA-only (the ``gpu`` extra), one wheel per CUDA major version.
@@ -25,25 +25,28 @@ def _requires(dist: str, modules: tuple[str, ...], install: str, device=None,
     """``(True, detail)`` if a CUDA device is usable and ``modules`` load; else the reason
     (:func:`~labkit.optional.library_status`: a wheel built for another torch fails with any
     exception, and the reason says so)."""
-    ok, reason = cuda_status(device)
+    ok, reason = status("cuda", device=device)
     if not ok:
         return False, reason
     ok, why = library_status(dist, *modules, install=install, label=label)
     return ok, f"{why}, {reason}" if ok else why
 
 
-def gpu_decode_status(device=None) -> tuple[bool, str]:
+@check("gpu_decode")
+def _gpu_decode_status(device=None) -> tuple[bool, str]:
     """``(True, detail)`` if nvJPEG decode via ``torchvision.io.decode_jpeg`` can run."""
     return _requires("torchvision", ("torchvision", "torchvision.io"), torchvision_install(),
                      device)
 
 
-def kornia_gpu_status(device=None) -> tuple[bool, str]:
+@check("kornia_gpu")
+def _kornia_gpu_status(device=None) -> tuple[bool, str]:
     """``(True, detail)`` if kornia augmentation can run on a CUDA device."""
     return _requires("kornia", ("kornia",), "pip install kornia", device)
 
 
-def dali_status(device=None) -> tuple[bool, str]:
+@check("dali")
+def _dali_status(device=None) -> tuple[bool, str]:
     """``(True, detail)`` if NVIDIA DALI and a CUDA device are both here."""
     return _requires("nvidia-dali-cuda120", ("nvidia.dali",), DALI_INSTALL, device,
                      label="NVIDIA DALI")
@@ -55,7 +58,7 @@ def nvjpeg_decode(blobs: list[bytes], device="cuda"):
     Returns a list of uint8 CHW CUDA tensors. Raises :class:`~labkit.LabkitError` with the
     reason when the path cannot run here.
     """
-    ok, reason = gpu_decode_status(device)
+    ok, reason = _gpu_decode_status(device)
     if not ok:
         raise LabkitError(f"GPU JPEG decode cannot run here: {reason}")
     import torch
@@ -81,7 +84,7 @@ def gpu_decode_rate(blobs: list[bytes], batch_size: int = 64, device="cuda",
 
 def dali_decode_rate(files: list, batch_size: int = 64, repeats: int = 3) -> dict:
     """Images/s of a DALI pipeline (file reader + mixed CPU/GPU decoder) over ``files``."""
-    ok, reason = dali_status()
+    ok, reason = _dali_status()
     if not ok:
         raise LabkitError(f"DALI decode cannot run here: {reason}")
     from nvidia.dali import fn, pipeline_def

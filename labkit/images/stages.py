@@ -14,7 +14,8 @@ import torch
 from torch.utils.data import default_collate
 
 from ..instruments.timer import best_of
-from ..loading.prefetchers import cuda_status, to_device
+from ..loading.prefetchers import to_device
+from ..optional import status
 
 STAGES = ("read", "decode", "augment", "collate", "host_to_device")
 
@@ -100,7 +101,7 @@ def stage_breakdown(dataset, augment=None, *, batch_size: int = 64, samples: int
         best["augment"] = best_of(lambda: [augment(b) for b in batches], repeats).best_s
     per = {k: v / n for k, v in best.items()}
     notes = {}
-    ok, reason = cuda_status(device)
+    ok, reason = status("cuda", device=device)
     if device is not None and ok:
         # pinned once, outside the timing: the stage is the copy, which a pinned-memory
         # DataLoader or the CUDA-stream prefetcher would feed from already pinned batches

@@ -6,7 +6,7 @@
 * :class:`CudaStreamPrefetcher` copies the next batch host-to-device on a side CUDA stream
   (pinned memory, ``non_blocking=True``) while the current step runs, and makes the compute
   stream wait for the copy: the pattern of NVIDIA's apex ``data_prefetcher``.
-* :func:`cuda_status` says whether the CUDA path can run here and, if not, why.
+* ``lk.status("cuda")`` says whether the CUDA path can run here and, if not, why.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import LabkitError
+from ..optional import check
 
 _END = object()  # the producer's "no more items" marker
 
@@ -132,7 +133,8 @@ class ThreadPrefetcher:
 
 # -- CUDA ------------------------------------------------------------------------------------
 
-def cuda_status(device: Any = None) -> tuple[bool, str]:
+@check("cuda")
+def _cuda_status(device: Any = None) -> tuple[bool, str]:
     """``(True, "...")`` if CUDA work can run here, else ``(False, the reason in words)``.
 
     Introduced in chapter 09; chapter 10 uses it for its GPU decode paths.
@@ -199,11 +201,11 @@ class CudaStreamPrefetcher:
     already, ``pin_memory=True``) and copied with ``non_blocking=True`` on a dedicated
     stream; before a batch is handed out, the current (compute) stream waits for that copy,
     and the batch's memory is recorded on the compute stream. Without CUDA the constructor
-    raises :class:`~labkit.LabkitError` with :func:`cuda_status`'s reason.
+    raises :class:`~labkit.LabkitError` with ``lk.status("cuda")``'s reason.
     """
 
     def __init__(self, loader: Iterable, device: Any = "cuda"):
-        ok, reason = cuda_status(device)
+        ok, reason = _cuda_status(device)
         if not ok:
             raise LabkitError(f"CudaStreamPrefetcher cannot run here: {reason}")
         import torch

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from . import writers  # noqa: F401 - registers the video and audio fixture kinds
+from . import (
+    backends,  # noqa: F401 - registers the decoder checks (lk.status("ffmpeg"), ...)
+    writers,  # noqa: F401 - registers the video and audio fixture kinds
+)
 from .audio import audio_starts, audio_window
-from .backends import ffmpeg_status, media_gpu_status, pyav_status, spdl_status
 from .clips import check_clip, clip_indices, random_clips
 from .datasets import AudioWindows, ClipDataset, ClipShardStream
 from .decoders import MediaError, decode_all, decode_clip, video_info
@@ -24,13 +26,9 @@ __all__ = [
     "clip_indices",
     "decode_all",
     "decode_clip",
-    "ffmpeg_status",
-    "media_gpu_status",
     "plot_clip_costs",
-    "pyav_status",
     "random_clips",
     "read_counter",
     "spdl_clips",
-    "spdl_status",
     "video_info",
 ]

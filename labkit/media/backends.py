@@ -2,7 +2,8 @@
 
 torchcodec loads the system's FFmpeg shared libraries (libavcodec, libavformat, ...) when it
 is first used; without them every decoder call fails. PyAV's wheels carry their own FFmpeg,
-so PyAV runs anywhere and is the baseline. Each probe returns ``(ok, reason)`` and never
+so PyAV runs anywhere and is the baseline. Each check (``lk.status("ffmpeg")``,
+``"torchcodec"``, ``"pyav"``, ``"spdl"``, ``"media_gpu"``) returns ``(ok, reason)`` and never
 raises: a wheel built for another torch or a missing library can fail with any exception.
 A missing FFmpeg is a skip on a learner's machine and a failure under ``CI=true``
 (tests/conftest.py: CI installs FFmpeg, so there its absence is a bug).
@@ -13,8 +14,7 @@ from __future__ import annotations
 import functools
 import shutil
 
-from ..loading.prefetchers import cuda_status
-from ..optional import library_status
+from ..optional import check, library_status, status
 
 #: What to install when torchcodec cannot find FFmpeg's libraries (printed by ``make lab``).
 FFMPEG_INSTALL = (
@@ -23,8 +23,9 @@ FFMPEG_INSTALL = (
     "`conda install -c conda-forge \"ffmpeg<8\"`")
 
 
+@check("torchcodec")
 @functools.cache
-def torchcodec_status() -> tuple[bool, str]:
+def _torchcodec_status() -> tuple[bool, str]:
     """``(True, version)`` if torchcodec is installed and its FFmpeg libraries load
     (importing ``torchcodec.decoders`` loads libav*: without them it raises RuntimeError)."""
     ok, why = library_status("torchcodec", load=False, install="pip install torchcodec")
@@ -34,17 +35,19 @@ def torchcodec_status() -> tuple[bool, str]:
                           install=FFMPEG_INSTALL)
 
 
-def ffmpeg_status() -> tuple[bool, str]:
+@check("ffmpeg")
+def _ffmpeg_status() -> tuple[bool, str]:
     """Whether FFmpeg's libraries are usable by torchcodec (the chapter's main decoder).
 
     The ``ffmpeg`` command itself is not needed; its presence is reported as a hint.
     """
-    ok, reason = torchcodec_status()
+    ok, reason = _torchcodec_status()
     cli = shutil.which("ffmpeg")
     return ok, reason + (f"; ffmpeg command: {cli}" if cli else "; no ffmpeg command on PATH")
 
 
-def pyav_status() -> tuple[bool, str]:
+@check("pyav")
+def _pyav_status() -> tuple[bool, str]:
     """``(True, detail)`` if PyAV imports (its wheel brings its own FFmpeg)."""
     ok, why = library_status("av", label="PyAV", install="pip install av")
     if not ok:
@@ -55,20 +58,22 @@ def pyav_status() -> tuple[bool, str]:
     return True, f"{why} (its own FFmpeg: libavcodec {codec})"
 
 
+@check("spdl")
 @functools.cache
-def spdl_status() -> tuple[bool, str]:
+def _spdl_status() -> tuple[bool, str]:
     """``(True, version)`` if SPDL's pipeline and its FFmpeg-backed I/O both load."""
     return library_status("spdl", "spdl.io", "spdl.pipeline", label="SPDL",
                           install="pip install spdl (it loads the system's FFmpeg, as "
                                   f"torchcodec does: {FFMPEG_INSTALL})")
 
 
-def media_gpu_status(device=None) -> tuple[bool, str]:
+@check("media_gpu")
+def _media_gpu_status(device=None) -> tuple[bool, str]:
     """``(True, detail)`` if torchcodec can decode on a CUDA device (NVDEC)."""
-    ok, reason = cuda_status(device)
+    ok, reason = status("cuda", device=device)
     if not ok:
         return False, f"NVDEC decode needs a CUDA GPU: {reason}"
-    ok, why = torchcodec_status()
+    ok, why = _torchcodec_status()
     if not ok:
         return False, why
     import torch

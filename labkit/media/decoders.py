@@ -159,7 +159,7 @@ def decode_clip(source, indices, backend: str = "torchcodec", *, seek: str = "ex
             a resize of the decoded tensor).
         decoder: an open torchcodec decoder to reuse (skips opening the file again).
         device: torchcodec only: ``"cuda"`` decodes with NVDEC (guard it with
-            :func:`~labkit.media_gpu_status`); the frames come back on that device.
+            ``lk.status("media_gpu")``); the frames come back on that device.
 
     Raises:
         MediaError: the file is missing, empty, not media, or a frame cannot be decoded

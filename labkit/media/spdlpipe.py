@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .backends import spdl_status
+from ..optional import status
 from .decoders import MediaError, _check_source, _name, _why
 
 
@@ -89,7 +89,7 @@ def spdl_clips(jobs, *, concurrency: int = 2, num_threads: int = 2, counted: boo
         MediaError: with ``counted`` and not ``skip_errors``, when any clip failed (the
             message counts them and names each file); also when SPDL is not usable here.
     """
-    ok, reason = spdl_status()
+    ok, reason = status("spdl")
     if not ok:
         raise MediaError(f"SPDL cannot run here: {reason}")
     from spdl.pipeline import PipelineBuilder

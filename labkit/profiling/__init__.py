@@ -6,7 +6,7 @@ from __future__ import annotations
 from .checklist import diagnose
 from .diagnosis import DiagnoseError, Diagnosis
 from .lanes import plot_timelines
-from .sampling import pyspy_status, sample_workers
+from .sampling import sample_workers
 from .timeline import record_timeline
 from .torchprof import profile_loop, profiler_device_note, profiler_overhead, read_trace
 
@@ -18,7 +18,6 @@ __all__ = [
     "profile_loop",
     "profiler_device_note",
     "profiler_overhead",
-    "pyspy_status",
     "read_trace",
     "record_timeline",
     "sample_workers",

@@ -23,12 +23,13 @@ from ..instruments.meter import measure, simulated_step
 from ..instruments.tuning import usable_cores
 from ..loading.loaders import worker_processes
 from ..loading.processes import stop_processes
+from ..optional import status
 from .advice import classify, cpu_available, startup_note, suggest_knobs
 from .diagnosis import DiagnoseError, Diagnosis
 from .hotspots import profile_in_process
 from .lanes import timeline_png
 from .rebuild import rebuild_loader
-from .sampling import pyspy_status, sample_workers
+from .sampling import sample_workers
 from .timeline import record_timeline
 
 
@@ -202,7 +203,7 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
 
 def _sample_workers(loader, step) -> tuple[list, str]:
     """The workers' innermost frames by share (py-spy, one second), or why there are none."""
-    ok, why = pyspy_status()
+    ok, why = status("pyspy")
     if not ok:
         return [], f"not sampled: {why}; the in-process profile above stands in for them"
     ws = sample_workers(loader, seconds=1, step=step)

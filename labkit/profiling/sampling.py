@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..display.figures import done, subplots
 from ..loading.loaders import worker_processes
+from ..optional import check
 from .hotspots import Hotspot, profile_in_process
 from .rebuild import rebuild_loader
 
@@ -34,7 +35,8 @@ def pyspy_path() -> str | None:
     return shutil.which("py-spy") or (str(here) if here.exists() else None)
 
 
-def pyspy_status() -> tuple[bool, str]:
+@check("pyspy")
+def _pyspy_status() -> tuple[bool, str]:
     """``(True, version)`` if py-spy can sample a child process here, else ``(False, why)``."""
     if "result" in _status:
         return _status["result"]
@@ -142,7 +144,7 @@ def sample_workers(loader, *, seconds: float = 2.0, step=None, rate: int = 100,
     workers, the data path is profiled in this process instead (``fallback``), and
     ``how`` says why.
     """
-    ok, why = pyspy_status()
+    ok, why = _pyspy_status()
     if not ok or getattr(loader, "num_workers", 0) == 0:
         reason = why if not ok else "the loader has no workers"
         hs, _ = profile_in_process(iter(rebuild_loader(loader, num_workers=0)), 10)

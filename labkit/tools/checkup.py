@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 
 from ..instruments.tuning import usable_cores
-from ..media.backends import ffmpeg_status
+from ..optional import status
 
 SHM_NEEDED = 512 * 2**20  # the kit's choice: several workers' prefetched image batches at once
 _START_METHODS = {"fork": "the default on Linux before Python 3.14",
@@ -95,7 +95,7 @@ def _free_threading() -> Check:
 
 
 def _ffmpeg() -> Check:
-    ok, reason = ffmpeg_status()
+    ok, reason = status("ffmpeg")
     if ok:
         return Check("FFmpeg libs", True, reason)
     return Check("FFmpeg libs", False, reason,

@@ -17,8 +17,7 @@ from ...formats.hdf5rows import Hdf5Rows
 from ...formats.lmdbrows import LmdbRows
 from ...images.folder import ImageFolderDataset
 from ...loading.loaders import WORKER_TIMEOUT_S
-from ...loading.prefetchers import cuda_status
-from ...optional import library_status, library_version
+from ...optional import library_status, library_version, status
 from ...scale import resolve_scale
 from .data import BakeoffData, ensure_format
 from .datasets import (
@@ -77,7 +76,7 @@ def probe_loader(adapter: LoaderAdapter) -> tuple[bool, str]:
             return False, (f"{adapter.dist}: start-up over the ci-scale budget, run from "
                            "workshop scale up (tests/test_objstore_systems.py runs it in CI)")
     if adapter.needs_cuda:
-        ok, reason = cuda_status()
+        ok, reason = status("cuda")
         if not ok:
             return False, f"{adapter.dist} needs a CUDA GPU: {reason}"
     return True, library_version(adapter.dist, *adapter.modules)
