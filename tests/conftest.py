@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gc
 import getpass
+import multiprocessing.util
 import os
 import shutil
 import tempfile
@@ -613,5 +614,9 @@ def pytest_sessionfinish(session, exitstatus):
               f"(expected there only {', '.join(EXPECTED_IN_TEMP)}): {left}")
         session.exitstatus = 1
     if _state.get("temp") is not None and not left:
-        shutil.rmtree(_state["temp"], ignore_errors=True)
+        # at exit, after multiprocessing has removed this process's own pymp- folder in it
+        # (its finalizer has exitpriority -100; removing the folder now made that one print
+        # a FileNotFoundError after the summary)
+        multiprocessing.util.Finalize(None, shutil.rmtree, args=(_state["temp"],),
+                                      kwargs={"ignore_errors": True}, exitpriority=-101)
 
