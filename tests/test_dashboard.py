@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, Dataset
 from labkit.display.dashboard import DashboardModel
 from labkit.display.widget import Dashboard
 from labkit.errors import LabkitError
+from labkit.instruments.measurement import Measurement
 
 KNOBS = {"batch_size": [4, 8], "num_workers": [0, 2], "pin_memory": [False, True]}
 
@@ -73,12 +74,14 @@ def test_sync_run_counts_every_sample_exactly():
     model = DashboardModel(list_loader, knobs=KNOBS, defaults={"batch_size": 8})
     row = model.run()
     assert model.state == "done" and not model.running
-    assert (row["batches"], row["samples"], row["status"]) == (10, 80, "done")
-    assert row["run"] == 1 and row["batch_size"] == 8 and row["num_workers"] == 0
-    assert row["first_batch_s"] is not None and row["seconds"] > 0
+    assert isinstance(row, Measurement) and row.passes[0].steady_samples == 72
+    assert (row.batches, row.samples, row.status) == (10, 80, "done")
+    assert row.run == 1 and row.config["batch_size"] == 8 and row.config["num_workers"] == 0
+    assert row.first_batch_s >= 0 and row.passes[0].epoch_s > 0 and row.samples_per_s > 0
+    assert "run 1:" in str(row) and str(row).endswith("[done]")
     assert model.series and set(model.series[0]) == {"t_s", "samples_per_s", "wait_fraction"}
     row2 = model.run({"batch_size": 4})
-    assert (row2["run"], row2["samples"]) == (2, 40) and model.run_config["batch_size"] == 4
+    assert (row2.run, row2.samples) == (2, 40) and model.run_config["batch_size"] == 4
     assert model.config["batch_size"] == 4 and len(model.runs) == len(model.history) == 2
     assert model.best() in model.runs
 
@@ -86,7 +89,7 @@ def test_sync_run_counts_every_sample_exactly():
 def test_max_batches_ends_the_run_as_done():
     model = DashboardModel(lambda cfg: iter(lambda: [1, 2, 3], None), knobs=KNOBS, max_batches=7)
     row = model.run()
-    assert (row["status"], row["batches"], row["samples"]) == ("done", 7, 21)
+    assert (row.status, row.batches, row.samples) == ("done", 7, 21)
 
 
 def test_wait_fraction_low_when_step_is_slow_and_high_when_loader_is_slow():
@@ -94,8 +97,8 @@ def test_wait_fraction_low_when_step_is_slow_and_high_when_loader_is_slow():
                                window_s=0.01)
     slow_loader = DashboardModel(lambda cfg: slow_gen(20, 0.004), step=lambda b: None,
                                  knobs=KNOBS, window_s=0.01)
-    assert slow_step.run()["wait_fraction"] < 0.5
-    assert slow_loader.run()["wait_fraction"] > 0.5
+    assert slow_step.run().wait_fraction < 0.5
+    assert slow_loader.run().wait_fraction > 0.5
     assert all(0.0 <= p["wait_fraction"] <= 1.0 for p in slow_loader.series)
     assert len(slow_loader.series) > 1
 
@@ -110,8 +113,8 @@ def test_windows_tile_the_run_even_when_callbacks_are_slow():
     # Each window's rate times its span gives back a whole number of 2-sample batches.
     counts = [p["samples_per_s"] * span for p, span in zip(model.series, spans, strict=True)]
     assert all(abs(c / 2 - round(c / 2)) < 1e-6 and c >= 2 for c in counts)
-    assert sum(counts) <= row["samples"] + 1e-6  # a short last window is not drawn
-    assert model.series[-1]["t_s"] <= row["seconds"] + 1e-9
+    assert sum(counts) <= row.samples + 1e-6  # a short last window is not drawn
+    assert model.series[-1]["t_s"] <= row.passes[0].epoch_s + 1e-9
 
 
 def test_invalid_knob_value_names_the_knob_and_allowed_values():
@@ -140,8 +143,8 @@ def test_erroring_loader_and_step_end_in_error_state_with_the_message():
     model = DashboardModel(broken, knobs=KNOBS)
     row = model.run()
     assert model.state == "error" and "shard 3 is truncated" in model.error
-    assert row["status"].startswith("error:") and "shard 3 is truncated" in row["status"]
-    assert row["batches"] == 1 and model.best() is None
+    assert row.status.startswith("error:") and "shard 3 is truncated" in row.status
+    assert row.batches == 1 and model.best() is None
 
     dash = Dashboard(list_loader, step=lambda b: 1 / 0, knobs=KNOBS)
     dash.run_button.click()
@@ -163,7 +166,7 @@ def test_raising_callbacks_are_logged_and_do_not_break_the_run(caplog):
     model.on_finish(bad)
     with caplog.at_level(logging.ERROR, logger="labkit.display.dashboard"):
         row = model.run()
-    assert row["status"] == "done" and row["samples"] == 40
+    assert row.status == "done" and row.samples == 40
     assert seen[-1] == "done" and len(seen) > 2
     assert "plot went wrong" in caplog.text
 
@@ -179,7 +182,7 @@ def test_clicking_run_and_stop_on_a_generator_closes_it():
     dash.stop_button.click()
     assert dash.model.wait(5)
     assert dash.model.state == "stopped" and closed.is_set()
-    assert dash.model.runs[-1]["status"] == "stopped"
+    assert dash.model.runs[-1].status == "stopped"
 
 
 def test_stop_mid_run_shuts_down_torch_workers():
@@ -199,8 +202,8 @@ def test_stop_mid_run_shuts_down_torch_workers():
     assert dash.model.wait(5) and time.monotonic() - t < 5
     assert dash.model.state == "stopped"
     row = dash.model.runs[-1]
-    assert row["status"] == "stopped" and 0 < row["samples"] < len(SlowTensors())
-    assert row["samples"] == 8 * row["batches"]
+    assert row.status == "stopped" and 0 < row.samples < len(SlowTensors())
+    assert row.samples == 8 * row.batches
     # the model drops its last references to the loader and its iterator: torch stops the
     # workers (a factory that kept them, as a notebook's history might, would keep them)
     assert new_children(before) == []
@@ -213,7 +216,7 @@ def test_dashboard_run_sync_refreshes_plot_and_table():
     assert bytes(dash.plot.value).startswith(b"\x89PNG")  # an empty plot before the first run
     dash.controls["pin_memory"].value = True
     row = dash.run_sync(batch_size=4)
-    assert row["samples"] == 40 and row["pin_memory"] is True
+    assert row.samples == 40 and row.config["pin_memory"] is True
     assert dash.controls["batch_size"].value == 4
     png = bytes(dash.plot.value)  # ipywidgets 8 hands back a memoryview
     assert png.startswith(b"\x89PNG") and len(png) > 1000
@@ -229,11 +232,11 @@ def test_dashboard_run_sync_refreshes_plot_and_table():
 def test_epochs_repeat_the_loader_and_none_runs_until_max_seconds():
     model = DashboardModel(lambda cfg: list_loader(cfg, batches=4), epochs=3)
     row = model.run({"batch_size": 16})
-    assert row["batches"] == 12 and row["samples"] == 12 * 16
+    assert row.batches == 12 and row.samples == 12 * 16
     timed = DashboardModel(lambda cfg: list_loader(cfg, batches=4), epochs=None,
                            max_seconds=0.2, step=lambda b: time.sleep(0.001))
     row = timed.run()
-    assert row["status"] == "done" and row["batches"] > 12  # kept passing until the clock ran out
+    assert row.status == "done" and row.batches > 12  # kept passing until the clock ran out
     with pytest.raises(ValueError, match="max_seconds"):
         DashboardModel(list_loader, epochs=None)
 
@@ -246,4 +249,5 @@ def test_run_sync_raises_on_a_broken_loader_unless_told_not_to():
     with pytest.raises(LabkitError, match="disk gone"):
         dash.run_sync()
     row = dash.run_sync(raise_on_error=False)
-    assert row["status"].startswith("error") and "disk gone" in row["status"]
+    assert row.status.startswith("error") and "disk gone" in row.status
+    assert row.samples == 0 and "<td>0</td>" in dash.table.value and "nan" not in dash.table.value

@@ -3,7 +3,10 @@
 Introduced in chapter 01 and used for the knob that matters in every later chapter.
 :class:`DashboardModel` holds all the logic in plain Python (tests and headless notebooks
 drive it directly); :class:`~labkit.display.widget.Dashboard` only wires ipywidgets
-controls and a PNG plot to it.
+controls and a PNG plot to it. A run is timed by the meter's loop
+(:func:`~labkit.instruments.meter.timed_steps`) and its result is a :class:`DashboardRun`,
+a one-pass :class:`~labkit.instruments.measurement.Measurement`: ``r.samples_per_s`` reads
+the same as ``lk.measure(...).samples_per_s``, and ``r.config`` holds the run's knobs.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import LabkitError
-from ..instruments.measurement import rate, wait_fraction
-from ..loading.batch import make_sizer
+from ..instruments.measurement import Measurement, rate, wait_fraction
+from ..instruments.meter import _step_name, stamped_pass, timed_steps
+from ..loading.batch import batch_nbytes, make_sizer
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +35,30 @@ def _allowed(value: Any, options: list) -> bool:
     return any(value == o and isinstance(value, bool) == isinstance(o, bool) for o in options)
 
 
+@dataclass(repr=False)
+class DashboardRun(Measurement):
+    """One dashboard run: a :class:`Measurement` of one pass (all of the run's epochs).
+
+    ``config`` holds the run's knob values, ``run`` its number (1, 2, ...), ``status`` how
+    it ended: done, stopped, or ``error: <the exception>``.
+    """
+
+    run: int = 0
+    status: str = "done"
+
+    def __str__(self) -> str:
+        return f"{super().__str__()} [{self.status}]"
+
+    __repr__ = __str__
+
+
 class DashboardModel:
     """Runs one pass over a loader per run, timing data-wait vs compute in windows.
 
     Introduced in chapter 01. ``make_loader(config)`` builds the loader from the knob values;
     ``step(batch)`` is an optional train step. :attr:`state` is one of idle, running,
     stopping, done, stopped, error; :attr:`series` holds the current run's windows and
-    :attr:`runs` one row per past run.
+    :attr:`runs` one :class:`DashboardRun` per past run.
     """
 
     def __init__(self, make_loader: Callable[[dict], Iterable],
@@ -61,7 +83,7 @@ class DashboardModel:
         self.state, self.error = "idle", None
         self.series: list[dict] = []
         self.history: list[list[dict]] = []  # series of every run, aligned with ``runs``
-        self.runs: list[dict] = []
+        self.runs: list[DashboardRun] = []
         self._update_fns: list[Callable] = []
         self._finish_fns: list[Callable] = []
         self._stop = threading.Event()
@@ -101,8 +123,8 @@ class DashboardModel:
                                         name=f"labkit-dashboard-run{n}")
         self._thread.start()
 
-    def run(self, config: dict | None = None) -> dict:
-        """Run one pass in this thread (headless notebooks, tests) and return its row."""
+    def run(self, config: dict | None = None) -> DashboardRun:
+        """Run one pass in this thread (headless notebooks, tests) and return its result."""
         return self._loop(self._begin(config))
 
     def stop(self) -> None:
@@ -116,10 +138,10 @@ class DashboardModel:
         """Block until the run (and its finish callbacks) is over; False on timeout."""
         return self._done.wait(timeout)
 
-    def best(self) -> dict | None:
+    def best(self) -> DashboardRun | None:
         """The past run with the highest samples_per_s, errors excluded; None if none."""
-        ok = [r for r in self.runs if not r["status"].startswith("error") and r["samples"]]
-        return max(ok, key=lambda r: r["samples_per_s"], default=None)
+        ok = [r for r in self.runs if not r.status.startswith("error") and r.samples]
+        return max(ok, key=lambda r: r.samples_per_s, default=None)
 
     def _begin(self, config: dict | None) -> int:
         with self._lock:
@@ -143,53 +165,59 @@ class DashboardModel:
                 # A broken plot callback must not kill (or hang) the measurement.
                 log.exception("dashboard callback %r failed", fn)
 
-    def _loop(self, n: int) -> dict:
+    def _epochs(self, loader: Iterable) -> Iterator:
+        """The run's batches: ``epochs`` passes over the same loader (None: until stopped).
+
+        The same loader each epoch, so persistent_workers keeps its workers.
+        """
+        epoch = 0
+        while not self._stop.is_set():
+            yield from loader
+            epoch += 1
+            if self.epochs is not None and epoch >= self.epochs:
+                return
+
+    def _loop(self, n: int) -> DashboardRun:
         cfg = self.run_config
-        total, win = _Tally(), _Tally()
-        status, it, seconds, first_batch_s, win_start = "done", None, None, None, 0.0
-        loader = None
-        t0 = time.perf_counter()
+        clock = time.perf_counter
+        recv: list[float] = []  # when each batch arrived, and when its step was done: the
+        ends: list[float] = []  # run's clock, with the callbacks' time taken out
+        win, win_start, off = _Tally(), 0.0, 0.0
+        first: dict = {}  # the first batch's samples and bytes per sample
+        samples, status, loader = 0, "done", None
+        t0 = clock()
+
+        def on_batch(batch, asked, got, done) -> bool:
+            nonlocal samples, win, win_start, off
+            got, done = got - off, done - off
+            if not first:
+                sizer = make_sizer(batch)
+                k = sizer(batch)
+                first.update(sizer=sizer, samples=k, nbytes=batch_nbytes(batch) / max(k, 1))
+            k = first["sizer"](batch)
+            samples += k
+            win.add(k, got - (ends[-1] if ends else t0), done - got)
+            recv.append(got)
+            ends.append(done)
+            if done - t0 - win_start >= self.window_s:
+                # Callbacks (plot renders) are left off the run's clock, so attaching a
+                # dashboard does not lower the throughput it reports.
+                t_s = done - t0
+                off += self._point(t_s, win_start, win)
+                win, win_start = _Tally(), t_s
+            return (self._stop.is_set()
+                    or (self.max_batches is not None and len(ends) >= self.max_batches)
+                    or (self.max_seconds is not None and done - t0 >= self.max_seconds))
+
         try:
             loader = self.make_loader(dict(cfg))
-            it, epoch = iter(loader), 0
-            sizer = None
-            while not self._stop.is_set():
-                ta = time.perf_counter()
-                try:
-                    batch = next(it)
-                except StopIteration:
-                    epoch += 1
-                    if self.epochs is not None and epoch >= self.epochs:
-                        break
-                    # Next epoch from the same loader: persistent_workers keeps its workers.
-                    it = iter(loader)
-                    continue
-                tb = time.perf_counter()
-                if sizer is None:
-                    sizer, first_batch_s = make_sizer(batch), tb - t0
-                k = sizer(batch)
-                tc = time.perf_counter()
-                if self.step is not None:
-                    self.step(batch)
-                td = time.perf_counter()
-                del batch  # let a pinned / shared-memory batch go before the next one
-                total.add(k, tb - ta, td - tc)
-                win.add(k, tb - ta, td - tc)
-                if td - t0 - win_start >= self.window_s:
-                    # Callbacks (plot renders) are left off the run's clock, so attaching a
-                    # dashboard does not lower the throughput it reports.
-                    t_s = td - t0
-                    t0 += self._point(t_s, win_start, win)
-                    win, win_start = _Tally(), t_s
-                if self.max_batches is not None and total.batches >= self.max_batches:
-                    break
-                if self.max_seconds is not None and td - t0 >= self.max_seconds:
-                    break
-            seconds = time.perf_counter() - t0  # before the workers stop: joining is not loading
+            t0 = clock()  # as in lk.measure: from iter(), the loader already built
+            timed_steps(self._epochs(loader), self.step, on_batch)
             # The last, partial window: only if long enough not to draw a spurious end-of-pass
             # dip, or if it is the only one (so a short run still draws a point).
-            if win.batches and (not self.series or seconds - win_start >= self.window_s / 2):
-                self._point(seconds, win_start, win)
+            end = (ends[-1] if ends else clock() - off) - t0
+            if win.batches and (not self.series or end - win_start >= self.window_s / 2):
+                self._point(end, win_start, win)
             if self._stop.is_set():
                 status = "stopped"
         except KeyboardInterrupt:
@@ -200,22 +228,22 @@ class DashboardModel:
             status = f"error: {self.error}"
             log.error("dashboard run %d failed: %s", n, self.error, exc_info=True)
         finally:
-            if seconds is None:
-                seconds = time.perf_counter() - t0
-            # the last references to the iterator and its loader: torch stops the workers
-            it = loader = None
+            # the last reference to the loader (the loop dropped its iterator): torch stops
+            # the workers
+            loader = None
             if status.startswith("error"):
                 gc.collect()  # a re-raised worker error holds the iterator in a reference cycle
-            row = {"run": n, **cfg, "batches": total.batches, "samples": total.samples,
-                   "seconds": seconds, "samples_per_s": rate(total.samples, seconds),
-                   "wait_fraction": wait_fraction(total.wait_s, seconds),
-                   "first_batch_s": first_batch_s, "status": status}
+            p = stamped_pass(t0, recv, ends if self.step is not None else None,
+                             samples=samples, first_samples=first.get("samples", 0),
+                             nbytes_per_sample=first.get("nbytes", 0.0))
+            result = DashboardRun(name=f"run {n}", config=dict(cfg), passes=[p],
+                                  step=_step_name(self.step), run=n, status=status)
             with self._lock:
-                self.runs.append(row)
+                self.runs.append(result)
                 self.state = status.split(":")[0]
             self._call(self._finish_fns)
             self._done.set()
-        return row
+        return result
 
     def _point(self, t_s: float, start: float, win: _Tally) -> float:
         """Append a window's point, run the update callbacks, return the seconds they took."""
@@ -229,7 +257,7 @@ class DashboardModel:
 
 
 class _Tally:
-    """Batches, samples, data-wait and compute seconds: of a whole run or of one window."""
+    """Batches, samples, data-wait and compute seconds of one window."""
 
     def __init__(self) -> None:
         self.batches, self.samples, self.wait_s, self.compute_s = 0, 0, 0.0, 0.0

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import LabkitError
-from .dashboard import DashboardModel
+from .dashboard import DashboardModel, DashboardRun
 from .figures import agg_figure, png_bytes
 
 
@@ -70,11 +70,13 @@ class Dashboard:
     def _repr_mimebundle_(self, **kwargs):
         return self._widget._repr_mimebundle_(**kwargs)
 
-    def run_sync(self, raise_on_error: bool = True, **overrides: Any) -> dict:
-        """Set the given knobs, run in this thread, refresh, return the run's row.
+    def run_sync(self, raise_on_error: bool = True, **overrides: Any) -> DashboardRun:
+        """Set the given knobs, run in this thread, refresh, return the run.
 
-        Headless notebooks call this; a loader that fails raises (``raise_on_error``), so
-        a broken chapter fails its cell in CI instead of printing an error row.
+        The run is a one-pass Measurement (``r.samples_per_s``, ``r.wait_fraction``, ...)
+        with ``r.config`` (its knobs) and ``r.status``. Headless notebooks call this; a
+        loader that fails raises (``raise_on_error``), so a broken chapter fails its cell
+        in CI instead of printing an error row.
         """
         if self.model.running:
             raise LabkitError("a run is in progress; press Stop (or wait) before run_sync()")
@@ -82,10 +84,10 @@ class Dashboard:
             self.model.set(name, value)  # validates with a clear message before the widget
             self.controls[name].value = value
         self._set_running(True)
-        row = self.model.run()
-        if raise_on_error and row["status"].startswith("error"):
-            raise LabkitError(f"dashboard run {row['run']} failed: {self.model.error}")
-        return row
+        r = self.model.run()
+        if raise_on_error and r.status.startswith("error"):
+            raise LabkitError(f"dashboard run {r.run} failed: {self.model.error}")
+        return r
 
     def _on_run(self, _button: Any = None) -> None:
         try:
@@ -118,7 +120,7 @@ class Dashboard:
 
     def _on_finish(self, model: DashboardModel) -> None:
         r = model.runs[-1]
-        self.status.value = f"run {r['run']} {r['status']}: {r['samples_per_s']:,.0f} samples/s"
+        self.status.value = f"run {r.run} {r.status}: {r.samples_per_s:,.0f} samples/s"
         self.render()
         self._set_running(False)
 
@@ -162,16 +164,23 @@ class Dashboard:
                 "wait_fraction", "first_batch_s", "status"]
 
         def cell(v: Any) -> str:
-            if v is None:
+            if v is None or v != v:  # None, or NaN (a run that got no batch)
                 v = ""
             elif isinstance(v, float):
                 v = f"{v:,.3g}" if v < 10 else f"{v:,.0f}"
             return f"<td>{html.escape(str(v))}</td>"
 
+        def row(r: DashboardRun) -> dict:
+            return {"run": r.run, **r.config, "batches": r.batches, "samples": r.samples,
+                    "seconds": r.passes[0].epoch_s, "samples_per_s": r.samples_per_s,
+                    "wait_fraction": r.wait_fraction, "first_batch_s": r.first_batch_s,
+                    "status": r.status}
+
         head = "".join(f"<th>{c}</th>" for c in cols)
         bold = ' style="font-weight:bold"'
         body = "".join(
-            f"<tr{bold if r is best else ''}>" + "".join(cell(r.get(c, "")) for c in cols) + "</tr>"
+            f"<tr{bold if r is best else ''}>" + "".join(cell(row(r).get(c, "")) for c in cols)
+            + "</tr>"
             for r in reversed(runs)
         )
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

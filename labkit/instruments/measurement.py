@@ -102,6 +102,10 @@ class Measurement:
     def samples(self) -> int:
         return self.passes[0].samples
 
+    @property
+    def batches(self) -> int:
+        return self.passes[0].batches
+
     def latency_ms(self, q: float) -> float:
         """Percentile ``q`` (0-100) of per-batch data latency, pooled over passes, in ms."""
         pooled = np.concatenate([p.wait for p in self.passes])
@@ -130,7 +134,7 @@ class Measurement:
             "bytes_per_s": self.bytes_per_s, "first_batch_s": self.first_batch_s,
             "latency_p50_ms": self.latency_ms(50), "latency_p90_ms": self.latency_ms(90),
             "latency_p99_ms": self.latency_ms(99), "passes": len(self.passes),
-            "samples": self.samples, "batches": self.passes[0].batches,
+            "samples": self.samples, "batches": self.batches,
             "latency_stride": max(p.stride for p in self.passes),
         }
         if self.step is not None:

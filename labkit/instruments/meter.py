@@ -17,6 +17,9 @@ if there is no step):
   are timed in groups of >= 200 us after the first 64 (any per-batch Python work would be
   2 % of such a batch); their latency is the group's mean per batch, and
   ``latency_stride`` says how many batches a group held.
+
+With a train step, every pass goes through :func:`timed_steps`, the kit's one timed loop
+with a step: the dashboard (chapter 01 on) and the timeline (chapter 13) run it too.
 """
 
 
@@ -79,12 +82,49 @@ def _stride_for(recv: list[float]) -> int:
     return stride
 
 
+def timed_steps(batches: Iterable, step: Callable[[Any], Any] | None,
+                on_batch: Callable[[Any, float, float, float], Any],
+                clock: Callable[[], float] = time.perf_counter) -> int:
+    """The timed loop with a train step; returns how many batches it took.
+
+    For each batch: ``asked`` (``next()`` called), ``got`` (the batch in hand), then
+    ``step(batch)`` (if any), ``done``; then ``on_batch(batch, asked, got, done)``, whose
+    time counts as neither data-wait nor step. A truthy return from ``on_batch`` stops the
+    loop. The batch is let go before the next one is asked for (a pinned or shared-memory
+    batch is freed in time). :func:`measure` (with a step), the dashboard and the timeline
+    all time their loops with it.
+    """
+    it = iter(batches)
+    n = 0
+    try:
+        while True:
+            asked = clock()
+            try:
+                batch = next(it)
+            except StopIteration:
+                return n
+            got = clock()
+            if step is not None:
+                step(batch)
+            done = clock()
+            n += 1
+            stop = on_batch(batch, asked, got, done)
+            del batch
+            if stop:
+                return n
+    finally:
+        # a traceback keeps this frame: it must not keep the iterator (and its workers) too
+        del it, batches
+
+
 def _timed_loop(rest, recv, clock, step, ends, last, sizer):
-    """The hot loops, one per mode, so no per-batch branch or no-op call is paid for.
+    """The batches after the first: :func:`timed_steps` with a step, else the hot loops.
 
     Returns ``(sizes of the batches after the first, last batch, batches seen, stride)``.
-    Without a step, the first 64 batches are stamped one by one; if they come less than
-    ``FAST_BATCH_S`` apart, the rest are stamped once per group of ``stride`` batches.
+    With a step, a stamp callback per batch costs well under a microsecond next to the step.
+    Without one, one hot loop per mode, so no per-batch branch or no-op call is paid for:
+    the first 64 batches are stamped one by one; if they come less than ``FAST_BATCH_S``
+    apart, the rest are stamped once per group of ``stride`` batches.
     Measured on CPython 3.11 at ~120k batches/s: a clock read per batch in a plain loop
     costs ~0.15-0.2 us (about 2 %); a per-batch C pipeline with ``iter(clock, None)`` was
     slower still (0.31 us); grouping in C, below, is within noise of the cheapest possible
@@ -93,15 +133,17 @@ def _timed_loop(rest, recv, clock, step, ends, last, sizer):
     sizes: list[int] = []
     rec, size, end = recv.append, sizes.append, ends.append
     if step is not None:
-        n = 0
-        for last in rest:
-            rec(clock())
+        held = [last]
+
+        def stamp(batch, asked, got, done):
+            rec(got)
+            end(done)
             if sizer is not None:
-                size(sizer(last))
-            step(last)
-            end(clock())
-            n += 1
-        return sizes, last, n, 1
+                size(sizer(batch))
+            held[0] = batch  # sized after the loop when the batch size was declared
+
+        n = timed_steps(rest, step, stamp, clock)
+        return sizes, held.pop(), n, 1
     n = 0
     for last in islice(rest, _PROBE_BATCHES - 1):
         rec(clock())
@@ -190,21 +232,40 @@ def _one_pass(
         # the last reference: torch stops the iterator's workers here, except persistent
         # ones, which outlive the pass (that is what they are measured for)
         del it
+    return stamped_pass(t_start, recv, ends if step is not None else None, samples=samples,
+                        first_samples=sizes_first, nbytes_per_sample=nbytes_per_sample,
+                        batches=1 + n_rest, stride=stride)
+
+
+def stamped_pass(t_start: float, recv: list[float], ends: list[float] | None, *, samples: int,
+                 first_samples: int, nbytes_per_sample: float, batches: int | None = None,
+                 stride: int = 1) -> Pass:
+    """A :class:`Pass` from a loop's stamps, by the definitions in this module's docstring.
+
+    ``recv[i]``: when batch ``i`` arrived (after the first 64, with ``stride`` > 1: when a
+    group did); ``ends[i]``: when its step was done, or None without a step. ``batches``
+    defaults to ``len(recv)``. :func:`measure` and the dashboard build their passes here;
+    a loop that got no batch gives an empty pass (its rates are NaN).
+    """
+    if not recv:
+        return Pass(batches=0, samples=0, nbytes=0, first_batch_s=float("nan"), epoch_s=0.0,
+                    steady_s=0.0, steady_samples=0, wait=np.empty(0), compute=np.empty(0))
     r = np.asarray(recv)
-    e = r if step is None else np.asarray(ends)
+    e = r if ends is None else np.asarray(ends)
+    batches = len(r) if batches is None else batches
     wait = r[1:] - e[:-1]
     if stride > 1:  # grouped stamps: each batch of a group gets the group's mean latency
         head = min(_PROBE_BATCHES - 1, len(wait))
-        grouped = n_rest - head  # batches stamped in groups (the last group may be partial)
+        grouped = batches - 1 - head  # batches stamped in groups (the last may be partial)
         sizes_g = np.full(len(wait) - head, stride)
         if grouped % stride:
             sizes_g[-1] = grouped % stride
         wait = np.concatenate([wait[:head], np.repeat(wait[head:] / sizes_g, sizes_g)])
     return Pass(
-        batches=1 + n_rest, samples=samples, nbytes=int(round(nbytes_per_sample * samples)),
+        batches=batches, samples=samples, nbytes=int(round(nbytes_per_sample * samples)),
         first_batch_s=float(r[0] - t_start), epoch_s=float(e[-1] - t_start),
-        steady_s=float(e[-1] - e[0]), steady_samples=samples - sizes_first,
-        wait=wait, compute=(e - r) if step is not None else np.empty(0), stride=stride,
+        steady_s=float(e[-1] - e[0]), steady_samples=samples - first_samples,
+        wait=wait, compute=(e - r) if ends is not None else np.empty(0), stride=stride,
     )
 
 

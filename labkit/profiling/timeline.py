@@ -20,10 +20,12 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
+from itertools import islice
 
 from torch.utils.data import DataLoader, IterableDataset, default_collate, get_worker_info
 
 from ..instruments.measurement import wait_fraction
+from ..instruments.meter import timed_steps
 from .lanes import draw_lanes
 from .rebuild import rebuild_loader
 
@@ -186,22 +188,18 @@ def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = 
         timed = timed_loader(loader, log_dir, **knobs)
         nw = timed.num_workers
         loop: list[dict] = []
+
+        def on_batch(batch, asked, got, done):
+            loop.append({"batch": len(loop), "asked": asked - t0, "got": got - t0,
+                         "done": done - t0})
+
         t0 = clock()
         it = iter(timed)
         del timed  # the iterator is the last reference, persistent workers or not
         try:
-            for i in range(max_batches if max_batches is not None else 1 << 62):
-                asked = clock()
-                try:
-                    batch = next(it)
-                except StopIteration:
-                    break
-                got = clock()
-                if step is not None:
-                    step(batch)
-                loop.append({"batch": i, "asked": asked - t0, "got": got - t0,
-                             "done": clock() - t0})
-                del batch
+            # the meter's timed loop; it lets go of the iterator when it returns
+            timed_steps(it if max_batches is None else islice(it, max_batches), step, on_batch,
+                        clock)
         finally:
             del it  # torch stops the workers now: every line they wrote is in its file
         return Timeline(name=name or f"num_workers={nw}", num_workers=nw,
