@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import LabkitError
 from ..instruments.measurement import Measurement, rate, wait_fraction
-from ..instruments.meter import _step_name, stamped_pass, timed_steps
+from ..instruments.meter import stamped_pass, step_name, timed_steps
 from ..loading.batch import batch_nbytes, make_sizer
 
 log = logging.getLogger(__name__)
@@ -237,7 +237,7 @@ class DashboardModel:
                              samples=samples, first_samples=first.get("samples", 0),
                              nbytes_per_sample=first.get("nbytes", 0.0))
             result = DashboardRun(name=f"run {n}", config=dict(cfg), passes=[p],
-                                  step=_step_name(self.step), run=n, status=status)
+                                  step=step_name(self.step), run=n, status=status)
             with self._lock:
                 self.runs.append(result)
                 self.state = status.split(":")[0]

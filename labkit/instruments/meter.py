@@ -312,7 +312,7 @@ def measure(
             "other re-iterable, or a function returning a fresh iterator (lambda: gen())"
         )
     m = Measurement(name=name or type(loader).__name__, config=dict(config or {}),
-                    step=_step_name(step))
+                    step=step_name(step))
     for i in range(warmup + repeats):
         src = make() if make else loader
         bs = uniform_batch_size(src) if batch_size == "auto" else batch_size
@@ -322,7 +322,7 @@ def measure(
     return m
 
 
-def _step_name(step) -> str | None:
+def step_name(step) -> str | None:
     if step is None:
         return None
     return getattr(step, "label", None) or getattr(step, "__name__", type(step).__name__)
