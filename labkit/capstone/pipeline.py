@@ -32,6 +32,7 @@ from ..instruments.audits import Audit, audit
 from ..instruments.measurement import Measurement
 from ..instruments.meter import measure
 from ..instruments.stats import PASS, median_interval, verdict
+from ..records.table import text_table
 from ..scale import resolve_scale
 
 # -- the train step -------------------------------------------------------------------------
@@ -269,16 +270,14 @@ def tuned_result(results: list[TuningResult]) -> TuningResult:
 def format_tuning(results: list[TuningResult]) -> str:
     """A table: each step's samples/s, its paired gain over the best so far with the interval
     and verdict, its rate over naive's (across the run: drift included), kept or not."""
-    head = (f"{'step':<11}{'samples/s':>10}{'x best':>8}{'interval':>14}{'verdict':>14}"
-            f"{'x naive':>8}{'waiting':>8}  {'kept':<5} change")
-    lines = [head, "-" * (len(head) + 20)]
+    columns = {"step": "<", "samples/s": ">,.0f", "x best": ">.2f", "interval": ">",
+               "verdict": ">", "x naive": ">.2f", "waiting": ">.0%", "kept": "<", "change": "<"}
     base = results[0].samples_per_s
-    for r in results:
-        rate = r.samples_per_s
-        ci = f"{r.gain_ci[0]:.2f}-{r.gain_ci[1]:.2f}" if r.verdict != "baseline" else ""
-        lines.append(f"{r.step.name:<11}{rate:>10,.0f}{r.gain:>8.2f}{ci:>14}{r.verdict:>14}"
-                     f"{rate / base:>8.2f}{r.measurement.wait_fraction:>8.0%}  "
-                     f"{'yes' if r.kept else 'no':<5} {r.step.change}")
+    lines = [text_table(columns, [
+        [r.step.name, r.samples_per_s, r.gain,
+         f"{r.gain_ci[0]:.2f}-{r.gain_ci[1]:.2f}" if r.verdict != "baseline" else "",
+         r.verdict, r.samples_per_s / base, r.measurement.wait_fraction,
+         "yes" if r.kept else "no", r.step.change] for r in results], rule=True)]
     if len(results) > 1 and results[1].verdict != "baseline":
         lines.append(f"(x best: median of {len(results[1].measurement.passes)} paired ratios; "
                      f"interval at {results[1].gain_level:.0%} coverage; kept only on pass)")

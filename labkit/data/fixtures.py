@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import DataFormatError, FixtureError
+from ..records.table import text_table
 from ..scale import SCALES, resolve_scale
 from .writers import WRITERS
 
@@ -333,23 +334,16 @@ def format_fixture_table(fixtures, checksums: bool = False) -> str:
     """
     fixtures = list(fixtures)
     if checksums:
-        head = f"{'fixture':<14}{'kind':<12}{'files':>7}{'samples':>10}  digest"
-        lines = [head]
-        for fx in fixtures:
-            portable = WRITERS[fx.kind].portable
-            dg = fx.digest[:16] if portable else "(encoder-dependent)"
-            lines.append(f"{fx.name:<14}{fx.kind:<12}{fx.files:>7}{fx.samples:>10}  {dg}")
-        return "\n".join(lines)
-    head = f"{'fixture':<14}{'status':<11}{'files':>7}{'samples':>10}{'MB':>10}{'gen MB/s':>10}"
-    lines = [head]
-    for fx in fixtures:
-        rate = f"{fx.manifest['write_mb_per_s']:.0f}"
-        lines.append(
-            f"{fx.name:<14}{fx.status:<11}{fx.files:>7}{fx.samples:>10}"
-            f"{fx.nbytes / 1e6:>10.1f}{rate:>10}"
-        )
-    total = sum(fx.nbytes for fx in fixtures)
-    lines.append(f"{'total':<14}{'':<11}{sum(f.files for f in fixtures):>7}{'':>10}"
-                 f"{total / 1e6:>10.1f}")
+        return text_table(
+            {"fixture": "<", "kind": "<", "files": ">", "samples": ">", "digest": "<"},
+            [[fx.name, fx.kind, fx.files, fx.samples,
+              fx.digest[:16] if WRITERS[fx.kind].portable else "(encoder-dependent)"]
+             for fx in fixtures])
+    rows = [[fx.name, fx.status, fx.files, fx.samples, fx.nbytes / 1e6,
+             fx.manifest["write_mb_per_s"]] for fx in fixtures]
+    rows.append(["total", None, sum(f.files for f in fixtures), None,
+                 sum(fx.nbytes for fx in fixtures) / 1e6, None])
+    lines = [text_table({"fixture": "<", "status": "<", "files": ">", "samples": ">",
+                         "MB": ">.1f", "gen MB/s": ">.0f"}, rows)]
     lines.append(f"(cache: {paths.data_dir()})")
     return "\n".join(lines)

@@ -26,6 +26,7 @@ from ..instruments.measurement import Measurement
 from ..instruments.meter import measure
 from ..loading.loaders import WORKER_TIMEOUT_S
 from ..optional import status
+from ..records.table import text_table
 from .hdf5rows import Hdf5Rows, write_hdf5
 from .lmdbrows import LmdbRows, write_lmdb
 from .moreformats import (
@@ -267,17 +268,13 @@ def _rate(m: Measurement | None) -> str:
 def format_formats(rows: list[FormatRow], facts: bool = True) -> str:
     """The table, one line per format: sizes, write and open cost, samples/s (range)."""
     nws = sorted({nw for r in rows for nw in r.random})
-    w = max(len(r.fmt.name) for r in rows) + 2
-    head = (f"{'format':<{w}}{'write s':>8}{'MiB':>8}{'on disk':>9}{'open ms':>10}"
-            + "".join(f"{f'random {nw}w':>27}" for nw in nws) + f"{'sequential':>27}"
-            + f"  {'fork':<8}{'spawn':<8}")
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        f = r.fmt
-        lines.append(f"{f.name:<{w}}{f.write_s:>8.2f}{f.nbytes / 2**20:>8.2f}"
-                     f"{f.disk_bytes / 2**20:>9.2f}{r.open_s * 1e3:>10.2f}"
-                     + "".join(f"{_rate(r.random.get(nw)):>27}" for nw in nws)
-                     + f"{_rate(r.sequential):>27}  {r.fork:<8}{r.spawn.split(':')[0]:<8}")
+    columns = {"format": "<", "write s": ">.2f", "MiB": ">.2f", "on disk": ">.2f",
+               "open ms": ">.2f", **{f"random {nw}w": ">" for nw in nws}, "sequential": ">",
+               "fork": "<", "spawn": "<"}
+    lines = [text_table(columns, [
+        [r.fmt.name, r.fmt.write_s, r.fmt.nbytes / 2**20, r.fmt.disk_bytes / 2**20,
+         r.open_s * 1e3, *(_rate(r.random.get(nw)) for nw in nws), _rate(r.sequential),
+         r.fork, r.spawn.split(":")[0]] for r in rows], rule=True)]
     lines.append("samples/s: median (min-max over passes); on disk = allocated blocks, MiB; "
                  "fork: every row right through forked workers after the parent read; "
                  "spawn: the dataset pickles (path only)")

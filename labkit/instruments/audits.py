@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..records.checkpoint import observation_name
+from ..records.table import text_table
 from ..streams.split import current_split
 
 
@@ -107,14 +108,12 @@ class Audit:
 
     def table(self, max_ids: int = 8) -> str:
         """A fixed-width table, one row per source, then the totals; deterministic."""
-        width = max([len("source"), len("total")] + [len(s) for s in self.per_source])
-        head = f"{'source':<{width}}  {'samples':>8}  {'unique':>8}  {'shared':>8}"
-        lines = [head, "-" * len(head)]
-        for src, row in self.per_source.items():
-            lines.append(f"{src:<{width}}  {row['samples']:>8}  {row['unique']:>8}  "
-                         f"{row['shared']:>8}")
-        lines.append(f"{'total':<{width}}  {self.delivered:>8}  {self.unique:>8}  "
-                     f"{sum(r['shared'] for r in self.per_source.values()):>8}")
+        rows = [[src, row["samples"], row["unique"], row["shared"]]
+                for src, row in self.per_source.items()]
+        rows.append(["total", self.delivered, self.unique,
+                     sum(r["shared"] for r in self.per_source.values())])
+        lines = [text_table({"source": "<", "samples": ">8", "unique": ">8", "shared": ">8"},
+                            rows, rule=True)]
         lines.append(f"expected {self.expected}, duplicates {self.duplicates}, "
                      f"missing {self.missing}" + (f", unexpected {len(self.unexpected_ids)}"
                                                   if self.unexpected_ids else "")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..records.checkpoint import observation_name
+from ..records.table import text_table
 
 
 def rate(count: float, seconds: float) -> float:
@@ -179,14 +180,9 @@ class Measurement:
 def compare(measurements: list[Measurement], baseline: int = 0) -> str:
     """A text table of measurements with each one's samples/s as a ratio of the baseline's."""
     base = measurements[baseline].samples_per_s
-    width = max(len(m.name) for m in measurements) + 2
-    lines = [f"{'loader':<{width}}{'samples/s':>12}{'range':>20}{'MB/s':>9}{'first ms':>10}"
-             f"{'x base':>8}"]
-    for m in measurements:
-        lo, hi = m.samples_per_s_range
-        lines.append(
-            f"{m.name:<{width}}{m.samples_per_s:>12,.0f}{f'{lo:,.0f}-{hi:,.0f}':>20}"
-            f"{m.bytes_per_s / 1e6:>9.1f}{m.first_batch_s * 1e3:>10.1f}"
-            f"{m.samples_per_s / base:>8.2f}"
-        )
-    return "\n".join(lines)
+    return text_table(
+        {"loader": "<", "samples/s": ">,.0f", "range": ">", "MB/s": ">.1f", "first ms": ">.1f",
+         "x base": ">.2f"},
+        [[m.name, m.samples_per_s, "{:,.0f}-{:,.0f}".format(*m.samples_per_s_range),
+          m.bytes_per_s / 1e6, m.first_batch_s * 1e3, m.samples_per_s / base]
+         for m in measurements])

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..records.checkpoint import observation_name
+from ..records.table import text_table
 from .audits import ids_of
 
 
@@ -81,23 +82,24 @@ def format_resume_table(trials, header: bool = True, counts: bool = True) -> str
     can pin, since how many samples a library loses depends on its version and the seed.
     """
     rows = [row for t in trials for row in t.rows()]
-    width = max([len("loader")] + [len(r["loader"]) for r in rows])
-    middle = (f"{'delivered':>9} {'lost':>6} {'duplicated':>10}" if counts
-              else f"{'every sample once':<20}")
-    head = f"{'loader':<{width}}  {'run':<15} {middle}  same order"
-    lines = [head, "-" * len(head)] if header else []
+    if counts:
+        columns = {"loader": "<", "run": "<", "delivered": ">", "lost": ">", "duplicated": ">",
+                   "same order": "<"}
+    else:  # least widths: the layout chapters 07 and 08 check
+        columns = {"loader": "<", "run": "<14", "every sample once": "<20", "same order": "<"}
+    cells = []
     for r in rows:
         if counts:
-            middle = f"{r['delivered']:>9} {r['lost']:>6} {r['duplicated']:>10}"
+            middle = [r["delivered"], r["lost"], r["duplicated"]]
             error = r.get("error")
         else:
             verdict = " and ".join(w for w, n in (("loses", r["lost"]),
                                                    ("duplicates", r["duplicated"])) if n)
-            middle = f"{verdict or 'exact':<20}"
+            middle = [verdict or "exact"]
             error = r["error"].split(":")[0] if r.get("error") else None
-        lines.append(f"{r['loader']:<{width}}  {r['run']:<15} {middle}  "
-                     f"{'yes' if r['same_order'] else 'no'}" + (f"  ({error})" if error else ""))
-    return "\n".join(lines)
+        cells.append([r["loader"], r["run"], *middle,
+                      ("yes" if r["same_order"] else "no") + (f"  ({error})" if error else "")])
+    return text_table(columns, cells, header=header, rule=True)
 
 
 def _roundtrip(state):

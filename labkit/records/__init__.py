@@ -1,7 +1,8 @@
 """Records: the checkpoint, the machine, reports, the decision table, labkit run (ch. 00, 11).
 
 Its public names are reached as ``lk.records.NAME`` (``import labkit as lk``); its
-modules' other names are for labkit and tests.
+modules' other names are for labkit and tests: ``table.text_table`` renders every
+fixed-width table labkit prints.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 from .. import paths
+from .table import text_table
 
 DEFAULT_NAMES = (
     "python", "labkit", "torch", "numpy", "webdataset", "datasets", "pyarrow",
@@ -239,26 +240,27 @@ def format_environment(env: dict) -> str:
     pools = ", ".join(f"{p['internal_api']} x{p['num_threads']}" for p in env["threadpools"]
                       if isinstance(p, dict) and "internal_api" in p)
     torch = env.get("torch", {})
-    lines = [
-        f"machine  {env['hostname']}: {osd['system']} {osd['release']} {osd['machine']}"
-        + (f", {osd['libc']}" if osd.get("libc") else ""),
-        f"cpu      {cpu.get('model')}",
-        f"cores    {cpu.get('logical_cores')} logical, {cpu.get('physical_cores')} physical"
-        + (f", {len(aff)} usable by this process" if aff else ""),
-        f"memory   {human_bytes(mem['total_bytes'])} total, "
-        f"{human_bytes(mem['available_bytes'])} available",
-        f"gpu      {gpu_line(env['gpu'])}",
-        f"data     {data.get('path', data.get('error'))}",
-        f"         on {data.get('filesystem')} mounted at {data.get('mount_point')}, "
-        f"{human_bytes(data.get('free_bytes'))} free of {human_bytes(data.get('total_bytes'))}",
-        f"python   {env['python']['version']} ({env['python']['implementation']})",
+    rows = [
+        ["machine", f"{env['hostname']}: {osd['system']} {osd['release']} {osd['machine']}"
+         + (f", {osd['libc']}" if osd.get("libc") else "")],
+        ["cpu", f"{cpu.get('model')}"],
+        ["cores", f"{cpu.get('logical_cores')} logical, {cpu.get('physical_cores')} physical"
+         + (f", {len(aff)} usable by this process" if aff else "")],
+        ["memory", f"{human_bytes(mem['total_bytes'])} total, "
+                   f"{human_bytes(mem['available_bytes'])} available"],
+        ["gpu", gpu_line(env["gpu"])],
+        ["data", f"{data.get('path', data.get('error'))}"],
+        ["", f"on {data.get('filesystem')} mounted at {data.get('mount_point')}, "
+             f"{human_bytes(data.get('free_bytes'))} free of "
+             f"{human_bytes(data.get('total_bytes'))}"],
+        ["python", f"{env['python']['version']} ({env['python']['implementation']})"],
     ]
     if torch.get("loaded"):
-        lines.append(f"torch    {torch['version']}, {torch['num_threads']} threads, "
-                     f"{torch['interop_threads']} interop threads")
-    lines.append(f"pools    {pools or 'none loaded yet'}")
-    lines.append("versions " + ", ".join(f"{n} {ver.get(n) or '-'}" for n in _KEY_VERSIONS))
+        rows.append(["torch", f"{torch['version']}, {torch['num_threads']} threads, "
+                              f"{torch['interop_threads']} interop threads"])
+    rows.append(["pools", pools or "none loaded yet"])
+    rows.append(["versions", ", ".join(f"{n} {ver.get(n) or '-'}" for n in _KEY_VERSIONS)])
     missing = [n for n, v in ver.items() if v is None]
     if missing:
-        lines.append(f"absent   {', '.join(missing)}")
-    return "\n".join(lines)
+        rows.append(["absent", ", ".join(missing)])
+    return text_table({"what": "<", "found": "<"}, rows, header=False, sep=" ")

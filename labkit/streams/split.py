@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from torch.utils.data import IterableDataset
 
+from ..records.table import text_table
 from .buffer import shuffle_buffer
 
 
@@ -228,10 +229,9 @@ class ShardPlan:
         return [src for src, s in self.assignment.items() if not s]
 
     def table(self) -> str:
-        width = max(len(s) for s in self.assignment)
-        lines = [f"{'source':<{width}}  {self.unit}"]
-        for src, s in self.assignment.items():
-            lines.append(f"{src:<{width}}  {', '.join(map(str, s)) if s else '(idle)'}")
+        lines = [text_table({"source": "<", self.unit: "<"},
+                            [[src, ", ".join(map(str, s)) if s else "(idle)"]
+                             for src, s in self.assignment.items()])]
         lines.append(f"{self.shards} {self.unit} over {self.world_size} rank(s) x "
                      f"{self.num_workers} worker(s): {len(self.idle)} idle")
         return "\n".join(lines)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..records.table import text_table
+
 
 @dataclass(frozen=True)
 class Packing:
@@ -175,11 +177,8 @@ def pack(lengths, context: int, method: str = "best-fit decreasing") -> Packing:
 
 def format_packing(stats: list[dict]) -> str:
     """A fixed-width table of :meth:`Packing.stats` rows (deterministic: no timings)."""
-    head = (f"{'method':<24}{'rows':>7}{'padding':>9}{'cropped':>9}{'mid-doc':>9}"
-            f"{'x-doc attn':>11}{'x-doc labels':>13}")
-    lines = [head]
-    for s in stats:
-        lines.append(f"{s['method']:<24}{s['rows']:>7}{s['padding']:>9.1%}{s['cropped']:>9.1%}"
-                     f"{s['mid_document_rows']:>9.1%}{s['cross_attention_pairs']:>11.1%}"
-                     f"{s['cross_labels']:>13.2%}")
-    return "\n".join(lines)
+    return text_table(
+        {"method": "<", "rows": ">", "padding": ">.1%", "cropped": ">.1%", "mid-doc": ">.1%",
+         "x-doc attn": ">.1%", "x-doc labels": ">.2%"},
+        [[s["method"], s["rows"], s["padding"], s["cropped"], s["mid_document_rows"],
+          s["cross_attention_pairs"], s["cross_labels"]] for s in stats])

@@ -30,6 +30,7 @@ import psutil
 
 from ..instruments.tuning import usable_cores
 from ..optional import status
+from ..records.table import text_table
 
 SHM_NEEDED = 512 * 2**20  # the kit's choice: several workers' prefetched image batches at once
 _START_METHODS = {"fork": "the default on Linux before Python 3.14",
@@ -45,10 +46,6 @@ class Check:
     ok: bool
     found: str
     fix: str = ""  # what to do; empty where ``ok``
-
-    def __str__(self) -> str:
-        mark = "ok  " if self.ok else "FIX "
-        return f"{mark}{self.name:<16}{self.found}" + (f"\n    -> {self.fix}" if self.fix else "")
 
 
 def _cores() -> Check:
@@ -123,4 +120,9 @@ def doctor() -> list[Check]:
 
 def format_doctor(checks: list[Check]) -> str:
     """The checks as ``labkit doctor`` prints them: one line each, a fix under each failure."""
-    return "\n".join(str(c) for c in checks)
+    rows = []
+    for c in checks:
+        rows.append(["ok" if c.ok else "FIX", c.name, c.found])
+        if c.fix:
+            rows.append(["", f"-> {c.fix}"])  # a short row: the fix runs on
+    return text_table({"ok": "<3", "check": "<15", "found": "<"}, rows, header=False, sep=" ")

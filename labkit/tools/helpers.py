@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import LabkitError
 from ..paths import notebooks_dir
+from ..records.table import text_table
 
 PACKAGE = Path(__file__).resolve().parents[1]
 CHAPTERS = tuple(f"{n:02d}" for n in range(17))
@@ -117,9 +118,9 @@ def chapter_helpers(chapter: str) -> list[dict]:
 
 
 def format_helpers(rows: list[dict]) -> str:
-    width = max([len(r["name"]) for r in rows] + [4]) + 3
-    lines = [f"{'lk.' + r['name']:<{width}} {r['uses']:>3}x  {r['file']}:{r['line']}"
-             for r in rows]
+    lines = [text_table({"helper": "<", "uses": ">", "defined at": "<"},
+                        [[f"lk.{r['name']}", f"{r['uses']}x", f"{r['file']}:{r['line']}"]
+                         for r in rows], header=False)]
     lines.append(f"{len(rows)} helpers from {len({r['file'] for r in rows})} modules")
     return "\n".join(lines)
 

@@ -17,6 +17,7 @@ from ..display.figures import agg_figure, png_bytes
 from ..errors import LabkitError
 from ..records.checkpoint import format_config, format_value
 from ..records.machine import gpu_line, human_bytes
+from ..records.table import text_table
 
 _FIXED = ("chapter", "name", "unit", "config")
 FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}
@@ -94,15 +95,12 @@ def format_table(rows: list[dict], width: int = 110) -> str:
         vals = [[_cell(row[run]) for run in runs] for row in part]
         if first + unit_w + sum(len(h) + 2 for h in heads) > width:
             heads = [f"#{i}" for i in range(1, len(runs) + 1)]
-        col_w = [max(len(h), *(len(v[j]) for v in vals)) for j, h in enumerate(heads)]
         out.append(f"== {chapter} ==")
         if heads != runs:
             out.extend(f"  {h} = {run}" for h, run in zip(heads, runs, strict=True))
-        out.append(f"{'observation':<{first}}  {'unit':<{unit_w}}"
-                   + "".join(f"  {h:>{w}}" for h, w in zip(heads, col_w, strict=True)))
-        for name, row, v in zip(names, part, vals, strict=True):
-            out.append(f"{name:<{first}}  {row['unit']:<{unit_w}}"
-                       + "".join(f"  {x:>{w}}" for x, w in zip(v, col_w, strict=True)))
+        out.append(text_table({"observation": "<", "unit": "<", **{h: ">" for h in heads}},
+                              [[name, row["unit"], *v] for name, row, v in
+                               zip(names, part, vals, strict=True)]))
         out.append("")
     return "\n".join(out).rstrip()
 

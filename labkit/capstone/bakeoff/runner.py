@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ...instruments.audits import Audit
 from ...instruments.measurement import Measurement
+from ...records.table import text_table
 from ..pipeline import measure_audited
 from .adapters import ADAPTERS, get_adapter, loader_names, probe_loader
 from .data import BakeoffData, ensure_format
@@ -123,19 +124,18 @@ def run_bakeoff(data: BakeoffData, step: Callable, *, names=None, batch_size: in
 
 def format_bakeoff(results: list[BakeoffResult]) -> str:
     """A text table: library, version, samples/s, x torch map-style, first batch, audit."""
-    head = (f"{'loader':<25}{'library':<20}{'version':<12}{'samples/s':>10}{'x map':>7}"
-            f"{'first ms':>9}  exactly once")
-    lines = [head, "-" * len(head)]
+    columns = {"loader": "<", "library": "<", "version": "<", "samples/s": ">,.0f",
+               "x map": ">.2f", "first ms": ">.0f", "exactly once": "<"}
+    rows = []
     for r in results:
         if r.ok:
-            lines.append(f"{r.name:<25}{r.library:<20}{r.version or '':<12}"
-                         f"{r.samples_per_s:>10,.0f}{r.ratio:>7.2f}"
-                         f"{r.measurement.first_batch_s * 1e3:>9.0f}  "
-                         f"{'ok' if r.audit.ok else 'NO: ' + _audit_line(r.audit)}")
-        else:
-            why = f"skipped: {r.skipped}" if r.skipped else f"failed: {r.error}"
-            lines.append(f"{r.name:<25}{r.library:<20}{'':<12}{why}")
-    return "\n".join(lines)
+            rows.append([r.name, r.library, r.version, r.samples_per_s, r.ratio,
+                         r.measurement.first_batch_s * 1e3,
+                         "ok" if r.audit.ok else "NO: " + _audit_line(r.audit)])
+        else:  # the reason runs on from the figures' first column
+            rows.append([r.name, r.library, None,
+                         f"skipped: {r.skipped}" if r.skipped else f"failed: {r.error}"])
+    return text_table(columns, rows, rule=True)
 
 
 def _audit_line(a: Audit) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ...records.table import text_table
+
 BENCHMARKS: dict[str, Callable[..., dict]] = {}
 
 
@@ -42,19 +44,20 @@ def _num(v) -> str:
 
 def format_result(result: dict) -> str:
     """The figures one a line; a judged figure with its interval and verdict beside it."""
-    lines = [f"benchmark {result['benchmark']}  (goal: {result['goal']})"]
     judged = {k[:-len("_verdict")] for k in result if k.endswith("_verdict")}
+    rows = []
     for k, v in result.items():
         if k in ("benchmark", "goal") or any(k in (f"{j}_ci", f"{j}_ci_level", f"{j}_verdict")
                                              for j in judged):
             continue
         if k in judged:
             lo, hi = result[f"{k}_ci"]
-            level = result[f"{k}_ci_level"]
-            lines.append(f"  {k:<32} {_num(v)}  [{_num(lo)}, {_num(hi)}] "
-                         f"({level:.0%} interval)  {result[f'{k}_verdict']}")
+            rows.append([k, f"{_num(v)}  [{_num(lo)}, {_num(hi)}] "
+                            f"({result[f'{k}_ci_level']:.0%} interval)  {result[f'{k}_verdict']}"])
         elif isinstance(v, list | tuple):
-            lines.append(f"  {k:<32} [{', '.join(_num(x) for x in v)}]")
+            rows.append([k, f"[{', '.join(_num(x) for x in v)}]"])
         else:
-            lines.append(f"  {k:<32} {_num(v)}")
-    return "\n".join(lines)
+            rows.append([k, _num(v)])
+    figures = text_table({"figure": "<32", "value": "<"}, rows, header=False, sep=" ")
+    return "\n".join([f"benchmark {result['benchmark']}  (goal: {result['goal']})"]
+                     + ["  " + line for line in figures.splitlines()])
