@@ -189,7 +189,8 @@ class DashboardModel:
 
         def on_batch(batch, asked, got, done) -> bool:
             nonlocal samples, win, win_start, off
-            got, done = got - off, done - off
+            got, done = got - off, (done if self.step is not None else got) - off
+            # (no step: a batch is done when it arrives, as in the pass built below)
             if not first:
                 sizer = make_sizer(batch)
                 k = sizer(batch)
