@@ -36,6 +36,7 @@ import pytest
 
 from labkit.loading.loaders import worker_processes
 from labkit.loading.processes import stop_processes
+from labkit.optional import status
 
 # LABKIT_SCALE is left alone on purpose: `make test` sets it to ci for the whole run.
 _ENV = ("LABKIT_DATA", "LABKIT_RECORDS", "LABKIT_SPECS")
@@ -87,8 +88,6 @@ def pytest_runtest_setup(item):
     _enter()  # back in tests/ after items from elsewhere
     gpu = item.get_closest_marker("gpu")
     if gpu is not None:  # ``@pytest.mark.gpu`` or ``@pytest.mark.gpu(probe="dali")``
-        from labkit.optional import status
-
         ok, reason = status(gpu.kwargs.get("probe", "cuda"))
         if not ok:
             pytest.skip(reason)
@@ -496,8 +495,6 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = [i for i in items if not i.get_closest_marker(SESSION_LAST)] + last
     media = [i for i in items if Path(str(i.path)).name == "15_video_and_audio.ipynb"]
     if media and os.environ.get("CI") != "true":
-        from labkit.optional import status
-
         ok, reason = status("ffmpeg")
         if not ok:
             for i in media:
