@@ -189,8 +189,7 @@ class DashboardModel:
 
         def on_batch(batch, asked, got, done) -> bool:
             nonlocal samples, win, win_start, off
-            got, done = got - off, (done if self.step is not None else got) - off
-            # (no step: a batch is done when it arrives, as in the pass built below)
+            got, done = got - off, done - off
             if not first:
                 sizer = make_sizer(batch)
                 k = sizer(batch)

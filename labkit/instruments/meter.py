@@ -88,8 +88,8 @@ def timed_steps(batches: Iterable, step: Callable[[Any], Any] | None,
     """The timed loop with a train step; returns how many batches it took.
 
     For each batch: ``asked`` (``next()`` called), ``got`` (the batch in hand), then
-    ``step(batch)`` (if any), ``done``; then ``on_batch(batch, asked, got, done)``, whose
-    time counts as neither data-wait nor step. A truthy return from ``on_batch`` stops the
+    ``step(batch)`` and ``done`` (without a step, ``done`` is ``got``); then
+    ``on_batch(batch, asked, got, done)``, whose time counts as neither data-wait nor step. A truthy return from ``on_batch`` stops the
     loop. The batch is let go before the next one is asked for (a pinned or shared-memory
     batch is freed in time). :func:`measure` (with a step), the dashboard and the timeline
     all time their loops with it.
@@ -103,10 +103,10 @@ def timed_steps(batches: Iterable, step: Callable[[Any], Any] | None,
                 batch = next(it)
             except StopIteration:
                 return n
-            got = clock()
+            got = done = clock()
             if step is not None:
                 step(batch)
-            done = clock()
+                done = clock()
             n += 1
             stop = on_batch(batch, asked, got, done)
             del batch
