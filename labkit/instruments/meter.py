@@ -90,9 +90,9 @@ def timed_steps(batches: Iterable, step: Callable[[Any], Any] | None,
     For each batch: ``asked`` (``next()`` called), ``got`` (the batch in hand), then
     ``step(batch)`` and ``done`` (without a step, ``done`` is ``got``); then
     ``on_batch(batch, asked, got, done)``, whose time counts as neither data-wait nor step.
-    A truthy return from ``on_batch`` stops the loop. The batch is let go before the next one is asked for (a pinned or shared-memory
-    batch is freed in time). :func:`measure` (with a step), the dashboard and the timeline
-    all time their loops with it.
+    A truthy return from ``on_batch`` stops the loop. The batch is let go before the next
+    one is asked for (a pinned or shared-memory batch is freed in time). :func:`measure`
+    (with a step), the dashboard and the timeline all time their loops with it.
     """
     it = iter(batches)
     n = 0
