@@ -53,7 +53,7 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch, hang_group=None) -> dic
     # once per pass (under spawn and forkserver each start imports torch: seconds a worker)
     loader = DataLoader(stream, batch_size=cfg["batch_size"], num_workers=nw,
                         persistent_workers=nw > 0, timeout=WORKER_TIMEOUT_S if nw > 0 else 0)
-    mine = sum(1 for _ in _counting(loader))  # this rank's batches in one epoch
+    mine = sum(1 for _ in loader)  # this rank's batches in one epoch (a whole pass)
     counts = torch.tensor([mine, -mine])
     dist.all_reduce(counts, op=dist.ReduceOp.MAX)  # -> [max, -min]
     most, least = int(counts[0]), -int(counts[1])
@@ -86,14 +86,6 @@ def _uneven_steps(stream, cfg, policy: str, dist, torch, hang_group=None) -> dic
     return {"policy": policy, "my_batches": mine, "min_batches": least, "max_batches": most,
             "steps": done, "deliveries": sorted(got.items()), "error": error,
             "wait_s": wait_s, "elapsed_s": time.perf_counter() - t0}
-
-
-def _counting(loader):
-    it = iter(loader)
-    try:
-        yield from it
-    finally:
-        del it
 
 
 def _job(cfg: dict, dist, out: dict) -> None:
