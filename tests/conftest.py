@@ -474,7 +474,9 @@ def pytest_terminal_summary(terminalreporter):
     if not _FILE_TIMES:
         return
     slowest = sorted(_FILE_TIMES.items(), key=lambda kv: -kv[1])[:15]
-    terminalreporter.write_sep("=", f"slowest {len(slowest)} files (s, summed over tests)")
+    terminalreporter.write_sep("=", f"slowest {len(slowest)} files (s, summed over tests; "
+                                    f"all {len(_FILE_TIMES)} files: "
+                                    f"{sum(_FILE_TIMES.values()):.0f} s)")
     for name, took in slowest:
         terminalreporter.write_line(f"{took:8.1f}  {name}")
 

@@ -30,3 +30,18 @@ def test_nothing_changes_without_the_variable():
     with_folder = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
                                  text=True, timeout=120, check=True).stdout
     assert with_folder == plain
+
+
+# a forkserver child: is torch imported before its target runs? (exec: picklable by name)
+CHILD = ("import multiprocessing as mp\n"
+         "p = mp.Process(target=exec, args=(\"import sys; print('torch' in sys.modules)\",))\n"
+         "p.start(); p.join()")
+
+
+@pytest.mark.parametrize("preload, imported", [("torch", "True"), ("", "False")])
+def test_the_forkserver_pass_preloads_torch_only_when_asked(preload, imported):
+    env = {**os.environ, "LABKIT_START_METHOD": "forkserver", "PYTHONPATH": str(FOLDER),
+           "LABKIT_FORKSERVER_PRELOAD": preload}
+    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout.split()
+    assert out == [imported]

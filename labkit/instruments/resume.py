@@ -116,21 +116,26 @@ def _load_state(loader, state) -> None:
 
 def resumed_ids(make: Callable[[], object], breaks=(), *, state_of: Callable = _state_of,
                 load_state: Callable = _load_state, ids_of: Callable = ids_of,
-                record_errors: bool = False, drain: bool = False) -> tuple[list[int], str | None]:
+                record_errors: bool = False, drain: bool = False,
+                after: tuple[list[int], object] | None = None,
+                saved: list | None = None) -> tuple[list[int], str | None]:
     """One way through an epoch, stopped after each of ``breaks`` batches and resumed in a
     fresh loader from the saved state: the ids delivered, in order, and the error a restored
     loader raised (``record_errors``; else it propagates). No breaks: the uninterrupted epoch.
 
     Each stopped loader is dropped before the next is made (its workers stop; ``drain``
     first iterates it to its end, for a library whose download threads must finish).
+    ``saved``, a list, gets ``(ids so far, state)`` at each stop; ``after``, one of those,
+    goes on from that stop: the first loader starts from its state (that is resume 1).
     """
-    out: list[int] = []
-    state = None
-    for i, stop in enumerate([*breaks, None]):
+    out: list[int] = [] if after is None else list(after[0])
+    state = None if after is None else _roundtrip(after[1])
+    for resumes, stop in enumerate([*breaks, None], start=0 if after is None else 1):
         it = loader = None
+        restored = state is not None
         try:
             loader = make()
-            if state is not None:
+            if restored:
                 load_state(loader, state)
             it = iter(loader)
             n = 0
@@ -141,14 +146,16 @@ def resumed_ids(make: Callable[[], object], breaks=(), *, state_of: Callable = _
                     break
             if stop is not None:
                 state = _roundtrip(state_of(loader))
+                if saved is not None:
+                    saved.append((list(out), state))
                 if drain:
                     for _ in it:
                         pass
         except Exception as e:
-            if not (record_errors and i > 0):
+            if not (record_errors and restored):
                 raise
             last = (str(e).splitlines() or [""])[-1]  # an empty message has no lines
-            error = f"{type(e).__name__} after resume {i}: {last[:60]}"
+            error = f"{type(e).__name__} after resume {resumes}: {last[:60]}"
         else:
             continue
         finally:
@@ -179,16 +186,20 @@ def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loade
         record_errors: when a restored loader raises, record the error in its row (the
             samples it never delivered count as lost) instead of raising.
     """
-    def run(breaks) -> tuple[list[int], str | None]:
+    def run(breaks, **kw) -> tuple[list[int], str | None]:
         return resumed_ids(make, breaks, state_of=state_of, load_state=load_state,
-                           ids_of=ids_of, record_errors=record_errors)
+                           ids_of=ids_of, record_errors=record_errors, **kw)
 
     stops = tuple(int(s) for s in stops)
     ref, _ = run(())
     runs = [ResumeRun("uninterrupted", tuple(ref), 0, 0, True)]
     want = Counter(ref)
-    for label, breaks in (("resumed once", stops[:1]), ("resumed twice", stops[:2])):
-        got, error = run(breaks)
+    # both resumed runs begin with the same stop: the second goes on from the first's saved
+    # state (five loaders, not six; under spawn each one's workers import torch afresh)
+    saved: list = []
+    for label, got_error in (("resumed once", lambda: run(stops[:1], saved=saved)),
+                             ("resumed twice", lambda: run(stops[1:2], after=saved[0]))):
+        got, error = got_error()
         have = Counter(got)
         runs.append(ResumeRun(label, tuple(got), sum((want - have).values()),
                               sum((have - want).values()), got == ref, error))
