@@ -30,9 +30,6 @@ KNOBS: dict[str, dict[str, object]] = {
     # 2048 sample files plus warm-up passes put the chapter at 60+ s under load; 12 batches
     # of 64 are enough for a rate, and the exactly-once check still reads whole epochs
     "pass_batches": {"ci": 12, "workshop": None, "full": None},
-    # 03 map-style vs iterable: timeout= of the forkserver loaders whose worker dies (a
-    # forkserver worker's death surfaces only then; ci waits less, the verdicts are the same)
-    "break_timeout_s": {"ci": 10, "workshop": 30, "full": 30},
     # 04 scaling out
     "pg_timeout_s": {"ci": 2, "workshop": 5, "full": 5},     # process-group timeout, hang demo
     # 06 WebDataset
