@@ -328,10 +328,16 @@ def test_tfdata_status_says_why_when_tensorflow_is_absent():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _TF_OK, reason=_TF_WHY)
-def test_tfdata_reads_every_record_once_with_the_same_bytes(rows, stored):
+def test_tfdata_reads_every_record_once_with_the_same_bytes(rows, stored, tmp_path,
+                                                           monkeypatch):
+    # with bytecode written (a learner's default), nothing stays in the temp folder: AutoGraph
+    # imports the code it generates from there, and Python would leave a __pycache__ beside it
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     out = lk.formats.tfdata_measure(stored["TFRecord + index"].path, passes=1, warmup=0, shuffle=64)
     assert (out.samples, out.unique) == (N, N)
     assert out.sha256 == hashlib.sha256(rows.tobytes()).hexdigest()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_one_tensor_files_read_back_fork_and_pickle(rows, tmp_path):

@@ -69,7 +69,10 @@ def tfdata_measure(paths, *, batch_size: int = 64, passes: int = 3, warmup: int 
     files = [str(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])]
     spec = {"files": files, "batch_size": batch_size, "passes": passes, "warmup": warmup,
             "shuffle": shuffle}
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    # PYTHONDONTWRITEBYTECODE: AutoGraph writes the code it generates for tf.function to a
+    # module in the temp folder and imports it; the module goes, but the __pycache__ Python
+    # writes beside it would stay in /tmp
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"}
     r = subprocess.run([sys.executable, str(_CHILD), json.dumps(spec)], capture_output=True,
                        text=True, timeout=timeout, env=env)
     if r.returncode != 0:
