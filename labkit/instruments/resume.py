@@ -197,9 +197,9 @@ def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loade
     # both resumed runs begin with the same stop: the second goes on from the first's saved
     # state (five loaders, not six; under spawn each one's workers import torch afresh)
     saved: list = []
-    for label, got_error in (("resumed once", lambda: run(stops[:1], saved=saved)),
-                             ("resumed twice", lambda: run(stops[1:2], after=saved[0]))):
-        got, error = got_error()
+    resumed = {"resumed once": run(stops[:1], saved=saved)}
+    resumed["resumed twice"] = run(stops[1:2], after=saved[0])
+    for label, (got, error) in resumed.items():
         have = Counter(got)
         runs.append(ResumeRun(label, tuple(got), sum((want - have).values()),
                               sum((have - want).values()), got == ref, error))
