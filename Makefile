@@ -17,7 +17,7 @@ SYSTEM_TORCH ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab run test test-start-methods bench clean-venv
+.PHONY: setup lab run test bench clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(if $(SYSTEM_TORCH),--system-site-packages) $(VENV)
@@ -51,32 +51,21 @@ run: setup  ## the main job headless: every chapter executed, records written
 
 # TEST_WORKERS: pytest-xdist processes for `make test`, one file (a notebook, a test module)
 # at a time each; tests/test_session_end.py runs alone after all of them (tests/conftest.py).
-# 0 runs everything in this one process. Two on a 2-core machine: with two the cores sat
-# idle 17 % of the run (vmstat), but a fresh-clone run with three lost a notebook kernel at
-# its start ("Kernel died before replying to kernel_info"), cause not found yet.
-TEST_WORKERS ?= 2
+# 0 runs everything in this one process. Three on a 2-core machine: with two, the cores sat
+# idle 13 % of a run with every chapter under three start methods (vmstat; the tests wait on
+# timeouts, servers and process starts). A notebook kernel that dies at its start quotes
+# its stderr (notebooks/conftest.py): one run with three once lost chapter 08's kernel so.
+TEST_WORKERS ?= 3
+# START_METHODS=spawn,forkserver (what CI runs): every chapter once more with
+# multiprocessing's default start method forced to spawn (macOS, Windows) and to forkserver
+# (Linux from Python 3.14), in the same session (notebooks/conftest.py, --start-methods;
+# tests/startmethod/sitecustomize.py). The fork server preloads torch, as a tuned 3.14 setup
+# has it; spawn workers pay every import. The cell timeout (a hang guard, 120 s in
+# pyproject.toml) is doubled then: every spawn worker and torchrun rank imports torch afresh.
+START_METHODS ?=
 test: setup  ## unit, contract and bad-input tests, then every notebook through nbval at ci scale
-	LABKIT_SCALE=ci $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
-
-# Every chapter again with multiprocessing's default start method forced to spawn (macOS,
-# Windows) and to forkserver (Linux from Python 3.14): tests/startmethod/sitecustomize.py.
-# Two notebooks at a time (one at a time these passes took 1,817 s
-# of a 2,626 s fresh-clone CI run). The cell timeout (a hang guard, 120 s in pyproject.toml)
-# is doubled here: every worker and torchrun rank starts a fresh interpreter that imports
-# torch. The session-last test runs after the chapters, as in `make test`: no process and no
-# /dev/shm entry left behind. The forkserver pass preloads torch into the fork server
-# (LABKIT_FORKSERVER_PRELOAD, see tests/startmethod/sitecustomize.py): its workers are forked
-# with torch imported, as a tuned 3.14 setup has them; the spawn pass pays every import.
-LEAK_CHECK := tests/test_session_end.py::test_session_leaves_no_process_and_no_shared_memory
-START_METHODS ?= spawn forkserver
-test-start-methods: setup  ## every chapter under spawn, then forkserver, at ci scale
-	@for m in $(START_METHODS); do \
-	  echo "--- notebooks with the default start method forced to $$m ---"; \
-	  LABKIT_SCALE=ci LABKIT_START_METHOD=$$m LABKIT_FORKSERVER_PRELOAD=torch \
-	  PYTHONPATH="$(CURDIR)/tests/startmethod$${PYTHONPATH:+:$$PYTHONPATH}" \
-	    $(BIN)/python -m pytest notebooks $(LEAK_CHECK) -n $(TEST_WORKERS) --dist loadfile \
-	      -p no:cacheprovider -q --nbval-cell-timeout=240 || exit 1; \
-	done
+	LABKIT_SCALE=ci $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile \
+	  $(if $(START_METHODS),--start-methods=$(START_METHODS) --nbval-cell-timeout=240)
 
 bench: setup
 	$(BIN)/labkit bench meter-overhead

@@ -1,5 +1,7 @@
-"""nbval's report of a checked cell, completed with the stream text it leaves out; and
-each chapter's kernel stopped the way JupyterLab stops it, not killed.
+"""nbval's report of a checked cell, completed with the stream text it leaves out; each
+chapter's kernel stopped the way JupyterLab stops it, not killed, and one that dies at its
+start quoting its stderr; and every chapter collected
+once more per start method named in ``--start-methods`` (spawn, forkserver).
 
 When a checked cell prints something its committed outputs lack, nbval says only
 "Unexpected output fields from running code: {'stderr'}". A worker's or a library's
@@ -9,8 +11,18 @@ gets a section with every stream the cell printed this run.
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
+import nbval.kernel
 import pytest
 from nbval.kernel import RunningKernel
+from nbval.plugin import IPyNbFile
+
+import labkit as lk
+
+STARTMETHOD = Path(__file__).resolve().parent.parent / "tests" / "startmethod"
 
 
 def _stop_gracefully(self) -> None:
@@ -27,6 +39,23 @@ def _stop_gracefully(self) -> None:
 
 
 RunningKernel.stop = _stop_gracefully
+_start_new_kernel = nbval.kernel.start_new_kernel
+
+
+def _start_saying_why(*args, **kwargs):
+    """nbval sends a kernel's stderr to /dev/null, so a kernel that dies at its start says
+    only "Kernel died before replying to kernel_info" (seen once, three xdist workers, a
+    fresh clone). Its stderr goes to an unlinked temporary file instead, quoted on failure."""
+    with tempfile.TemporaryFile("w+") as err:
+        kwargs["stderr"] = err
+        try:
+            return _start_new_kernel(*args, **kwargs)
+        except RuntimeError as e:
+            err.seek(0)
+            raise RuntimeError(f"{e}; the kernel's stderr ends:\n{err.read()[-4000:]}") from e
+
+
+nbval.kernel.start_new_kernel = _start_saying_why
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -39,3 +68,62 @@ def pytest_runtest_makereport(item, call):
     for out in outputs:
         if out.get("output_type") == "stream":
             report.sections.append((f"this run's {out['name']} of the cell", out["text"]))
+
+
+# -- every chapter under each start method, in the one session ---------------------------
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--start-methods", default="", metavar="M,M",
+        help="collect every notebook once more per start method (spawn, forkserver, fork), "
+             "its kernel (and every process it starts) taking that method as the default")
+
+
+class StartMethodNotebook(IPyNbFile):
+    """A chapter collected once more, as ``notebooks/NN_name.ipynb[spawn]``: its kernel is
+    started with ``tests/startmethod`` on ``PYTHONPATH`` and ``LABKIT_START_METHOD`` set, so
+    its sitecustomize makes ``method`` multiprocessing's default in the kernel and in every
+    process the kernel starts, as on macOS (spawn) or Linux from Python 3.14 (forkserver).
+
+    Issue 22 ran these as two more pytest sessions after ``make test``; in one session the
+    xdist workers take the longest files first across all of them (issue 32: CI time), and
+    the session-end leak check sees all of them. The fork server preloads torch
+    (``LABKIT_FORKSERVER_PRELOAD``, see the sitecustomize). Chapter 13's traces go to a
+    ``runs/`` folder per method: the same chapter may run under two methods at once.
+    """
+
+    def __init__(self, *args, method: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.method = method
+
+    def setup(self):
+        env = {"LABKIT_START_METHOD": self.method, "LABKIT_FORKSERVER_PRELOAD": "torch",
+               "LABKIT_RUNS": str(lk.paths.runs_dir() / f"start-method-{self.method}"),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(STARTMETHOD),
+                                                           os.environ.get("PYTHONPATH")]))}
+        with pytest.MonkeyPatch.context() as mp:  # the kernel takes this process's environment
+            for name, value in env.items():
+                mp.setenv(name, value)
+            super().setup()
+
+
+class _CollectUnder:
+    """A plugin per ``--start-methods`` entry (a ``pytest_collect_file`` returns one node):
+    each notebook nbval collects, once more under that method."""
+
+    def __init__(self, method: str):
+        self.method = method
+
+    def pytest_collect_file(self, file_path, parent):
+        option = parent.config.option
+        if file_path.suffix != ".ipynb" or not (option.nbval or option.nbval_lax):
+            return None
+        name = f"{file_path.name}[{self.method}]"
+        nodeid = f"{file_path.relative_to(parent.config.rootpath).as_posix()}[{self.method}]"
+        return StartMethodNotebook.from_parent(parent, path=file_path, name=name,
+                                               nodeid=nodeid, method=self.method)
+
+
+def pytest_configure(config):
+    for method in filter(None, config.option.start_methods.split(",")):
+        config.pluginmanager.register(_CollectUnder(method), f"labkit-start-method-{method}")

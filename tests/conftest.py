@@ -12,7 +12,7 @@
 * Every process of the session writes its temp files in one folder of the session's
   (TMPDIR, ``_own_temp_folder``); anything left there at the end but the few expected names
   (``EXPECTED_IN_TEMP``) fails the run, and the folder is removed. /tmp stays as it was.
-* ``make test`` runs the suite in two pytest-xdist workers (the Makefile says why): on 2
+* ``make test`` runs the suite in three pytest-xdist workers (the Makefile says why): on 2
   cores much of its time is spent waiting for processes to start and stop. Files are the
   unit of work (a notebook's cells share one kernel) and the session-end file runs alone
   after every other file (``pytest_xdist_make_scheduler``). Every process the session starts carries
@@ -428,35 +428,41 @@ def pytest_xdist_make_scheduler(config, log):
     return SessionEndLast(config, log)
 
 
-# The files that take longest (wall time summed over their tests; `make test` and the
-# start-method passes print this table at the end), longest first. Under pytest-xdist a file
-# is one unit of work, handed out in collection order: a long file handed out last leaves the
-# other worker idle while it finishes, so the long ones go first (longest-processing-time
-# first). Measured at ci scale on a 2-core machine under spawn (notebooks) and fork (tests);
-# a file not listed follows them, files with more tests first (xdist's own order).
-SLOW_FIRST = (
-    "16_capstone.ipynb", "08_shuffling_and_resume.ipynb", "09_prefetch.ipynb",
-    "03_map_style_vs_iterable.ipynb", "04_scaling_out.ipynb", "06_webdataset.ipynb",
-    "12_storage_formats.ipynb", "05_parquet_and_arrow.ipynb", "11_token_pipelines.ipynb",
-    "15_video_and_audio.ipynb", "10_decode_and_augment.ipynb", "13_profiling.ipynb",
-    "test_fault_matrix.py", "test_library_streams.py", "test_launch.py", "test_cli.py",
-    "test_diagnose.py",
-)
+# Seconds each file takes (wall time summed over its tests, printed at the end of every
+# session), for the files that take longest. Under pytest-xdist a file is one unit of work,
+# handed out in collection order: a long file handed out last leaves the other worker idle
+# while it finishes, so the long ones go first (longest-processing-time first). A chapter
+# under a forced start method is its own file (``03_map_style_vs_iterable.ipynb[spawn]``,
+# notebooks/conftest.py). Measured at ci scale on a 2-core machine, in one session with
+# ``--start-methods=spawn,forkserver``; a file not listed follows them, most tests first.
+FILE_SECONDS = {
+    "03_map_style_vs_iterable.ipynb[spawn]": 256, "08_shuffling_and_resume.ipynb[spawn]": 178,
+    "09_prefetch.ipynb[spawn]": 166, "test_fault_matrix.py": 153,
+    "03_map_style_vs_iterable.ipynb[forkserver]": 150, "03_map_style_vs_iterable.ipynb": 134,
+    "06_webdataset.ipynb[spawn]": 111, "04_scaling_out.ipynb[spawn]": 97,
+    "11_token_pipelines.ipynb[spawn]": 95, "16_capstone.ipynb[spawn]": 90,
+    "12_storage_formats.ipynb[spawn]": 82, "test_diagnose.py": 65,
+    "13_profiling.ipynb[spawn]": 64, "test_objstore_systems.py": 61,
+    "08_shuffling_and_resume.ipynb[forkserver]": 60, "11_token_pipelines.ipynb[forkserver]": 60,
+    "07_hf_datasets_streaming.ipynb[spawn]": 59, "10_decode_and_augment.ipynb[spawn]": 58,
+    "test_formats.py": 56, "11_token_pipelines.ipynb": 52, "test_launch.py": 52,
+    "12_storage_formats.ipynb[forkserver]": 52, "04_scaling_out.ipynb[forkserver]": 51,
+    "15_video_and_audio.ipynb[spawn]": 49, "12_storage_formats.ipynb": 47,
+}
 
 
 def _longest_first(items: list) -> list:
-    """``items`` regrouped by file: the ``SLOW_FIRST`` files in that order, then the others
-    with the most tests first; each file's own order is kept."""
+    """``items`` regrouped by file (xdist's unit: the node id before ``::``), the
+    ``FILE_SECONDS`` files longest first, then the others with the most tests first; each
+    file's own order is kept."""
     files: dict[str, list] = {}
     for item in items:
-        files.setdefault(str(item.path), []).append(item)
-    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
 
-    def key(path: str):
-        name = Path(path).name
-        return (rank.get(name, len(rank)), -len(files[path]) if name not in rank else 0)
+    def key(unit: str):
+        return -FILE_SECONDS.get(Path(unit).name, 0), -len(files[unit])
 
-    return [item for path in sorted(files, key=key) for item in files[path]]
+    return [item for unit in sorted(files, key=key) for item in files[unit]]
 
 
 _FILE_TIMES: dict[str, float] = {}
@@ -470,10 +476,10 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The slowest files: how ``SLOW_FIRST`` is kept true, and where CI's time goes."""
+    """The slowest files: how ``FILE_SECONDS`` is kept true, and where CI's time goes."""
     if not _FILE_TIMES:
         return
-    slowest = sorted(_FILE_TIMES.items(), key=lambda kv: -kv[1])[:15]
+    slowest = sorted(_FILE_TIMES.items(), key=lambda kv: -kv[1])[:25]
     terminalreporter.write_sep("=", f"slowest {len(slowest)} files (s, summed over tests; "
                                     f"all {len(_FILE_TIMES)} files: "
                                     f"{sum(_FILE_TIMES.values()):.0f} s)")
@@ -482,7 +488,7 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The longest files first (``SLOW_FIRST``), and ``session_last`` tests after every
+    """The longest files first (``FILE_SECONDS``), and ``session_last`` tests after every
     other item, the notebooks included.
 
     Chapter 15 needs FFmpeg's shared libraries (torchcodec): without them its notebook is

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -45,3 +46,33 @@ def test_the_forkserver_pass_preloads_torch_only_when_asked(preload, imported):
     out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
                          text=True, timeout=120, check=True).stdout.split()
     assert out == [imported]
+
+
+# notebooks/conftest.py: --start-methods collects each notebook once more per method
+PROBE_CELL = ("import multiprocessing as mp, os, pathlib\n"
+              "pathlib.Path(os.environ['PROBE_OUT'], '%s-%s' % (\n"
+              "    os.environ.get('LABKIT_START_METHOD', 'default'), mp.get_start_method())).touch()")
+
+
+def test_start_methods_collects_each_notebook_once_more_under_each_method(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE_CELL)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, tmp_path / "probe.ipynb")
+    (tmp_path / "out").mkdir()
+    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    env = {**os.environ, "PROBE_OUT": str(tmp_path / "out"), "PYTHONPATH": str(notebooks),
+           "LABKIT_RUNS": str(tmp_path / "runs")}
+    for k in ("LABKIT_START_METHOD", "LABKIT_FORKSERVER_PRELOAD"):
+        env.pop(k, None)
+    r = subprocess.run(  # notebooks/conftest.py as a plugin, in a folder of its own
+        [sys.executable, "-m", "pytest", "-c", os.devnull, "--rootdir", str(tmp_path),
+         "-p", "conftest", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
+         "--start-methods=spawn,forkserver", "-q", str(tmp_path / "probe.ipynb")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "3 passed" in r.stdout
+    default = multiprocessing.get_start_method()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        [f"default-{default}", "spawn-spawn", "forkserver-forkserver"])

@@ -1,18 +1,19 @@
 """Force multiprocessing's default start method in every Python process of a test run.
 
 Issue 22: learners meet ``spawn`` (macOS, Windows) and ``forkserver`` (Linux from Python
-3.14), while this machine's default is ``fork``. ``make test-start-methods`` puts this folder
-on ``PYTHONPATH`` with ``LABKIT_START_METHOD=spawn`` (then ``forkserver``), so the notebook
-kernels nbval starts, and every process they start, take that method as their default, as
-they would on those machines. Nothing happens without the variable.
+3.14), while this machine's default is ``fork``. ``make test START_METHODS=spawn,forkserver``
+collects every chapter once more per method (notebooks/conftest.py), its kernel started with
+this folder on ``PYTHONPATH`` and ``LABKIT_START_METHOD`` set, so the kernel, and every
+process it starts, take that method as their default, as they would on those machines.
+Nothing happens without the variable.
 
-``LABKIT_FORKSERVER_PRELOAD=torch`` (a comma-separated module list; the forkserver pass sets
-it) also imports those modules once in the fork server, with multiprocessing's public
+``LABKIT_FORKSERVER_PRELOAD=torch`` (a comma-separated module list; set for the forkserver
+copies) also imports those modules once in the fork server, with multiprocessing's public
 ``set_forkserver_preload``: each worker is then forked with torch already imported instead
 of importing it (here about 1.4 s per start of a 2-worker loader, 0.05 s preloaded). It is
 what a performance engineer on Python 3.14 sets (Ray's training-ingest benchmark preloads for
 this reason); without it each forkserver worker imports torch itself, as a spawn worker
-does, which the spawn pass pays.
+does, which the spawn copies pay.
 """
 
 import os
