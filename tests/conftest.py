@@ -12,7 +12,7 @@
 * Every process of the session writes its temp files in one folder of the session's
   (TMPDIR, ``_own_temp_folder``); anything left there at the end but the few expected names
   (``EXPECTED_IN_TEMP``) fails the run, and the folder is removed. /tmp stays as it was.
-* ``make test`` runs the suite in three pytest-xdist workers (the Makefile says why): on 2
+* ``make test`` runs the suite in two pytest-xdist workers (the Makefile says why): on 2
   cores much of its time is spent waiting for processes to start and stop. Files are the
   unit of work (a notebook's cells share one kernel) and the session-end file runs alone
   after every other file (``pytest_xdist_make_scheduler``). Every process the session starts carries
