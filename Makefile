@@ -52,10 +52,10 @@ run: setup  ## the main job headless: every chapter executed, records written
 # TEST_WORKERS: pytest-xdist processes for `make test`, one file (a notebook, a test module)
 # at a time each; tests/test_session_end.py runs alone after all of them (tests/conftest.py).
 # 0 runs everything in this one process. Two on a 2-core machine: with two the cores sat
-# idle 13 % of a run with every chapter under three start methods (vmstat), but three made
-# that run slower, not faster (fresh clone: 2,186 s against 1,949 s with two on the dev
-# checkout; each file ran about 1.6 times longer). A notebook kernel that dies at its start
-# quotes its stderr (notebooks/conftest.py): a run with three once lost chapter 08's so.
+# idle 13-17 % of a run with every chapter under three start methods (vmstat), but three
+# gained nothing (fresh clones, same day: 2,186 s with three, 2,197 s with two; each file ran
+# about 1.5 times longer) and one test timed out under the load. A notebook kernel that dies
+# at its start quotes its stderr (notebooks/conftest.py): a run with three once lost one so.
 TEST_WORKERS ?= 2
 # START_METHODS=spawn,forkserver (what CI runs): every chapter once more with
 # multiprocessing's default start method forced to spawn (macOS, Windows) and to forkserver
