@@ -54,7 +54,7 @@ run: setup  ## the main job headless: every chapter executed, records written
 # 0 runs everything in this one process. Two on a 2-core machine: with two the cores sat
 # idle 13-17 % of a run with every chapter under three start methods (vmstat), but three
 # gained nothing (fresh clones, same day: 2,186 s with three, 2,197 s with two; each file ran
-# about 1.5 times longer) and one test timed out under the load. A notebook kernel that dies
+# about 1.5 times longer) and one test failed under the load. A notebook kernel that dies
 # at its start quotes its stderr (notebooks/conftest.py): a run with three once lost one so.
 TEST_WORKERS ?= 2
 # START_METHODS=spawn,forkserver (what CI runs): every chapter once more with
