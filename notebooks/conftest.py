@@ -1,7 +1,7 @@
 """nbval's report of a checked cell, completed with the stream text it leaves out; each
 chapter's kernel stopped the way JupyterLab stops it, not killed, and one that dies at its
-start quoting its stderr; and every chapter collected
-once more per start method named in ``--start-methods`` (spawn, forkserver).
+start quoting its stderr; and every chapter collected once more per start method named in
+``--start-methods`` (spawn, forkserver).
 
 When a checked cell prints something its committed outputs lack, nbval says only
 "Unexpected output fields from running code: {'stderr'}". A worker's or a library's
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from pathlib import Path
 
 import nbval.kernel
 import pytest
@@ -22,7 +21,7 @@ from nbval.plugin import IPyNbFile
 
 import labkit as lk
 
-STARTMETHOD = Path(__file__).resolve().parent.parent / "tests" / "startmethod"
+STARTMETHOD = lk.paths.REPO_ROOT / "tests" / "startmethod"
 
 
 def _stop_gracefully(self) -> None:
