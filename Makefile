@@ -68,8 +68,10 @@ test: setup  ## unit, contract and bad-input tests, then every notebook through 
 	LABKIT_SCALE=ci $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile \
 	  $(if $(START_METHODS),--start-methods=$(START_METHODS) --nbval-cell-timeout=240)
 
-bench: setup
-	$(BIN)/labkit bench meter-overhead
+bench: setup  ## every named benchmark at ci scale, figures as JSON (CI does not run them)
+	$(BIN)/labkit bench meter-overhead --json
+	for name in mmap webdataset prefetch decode media objectstore tokens formats profiling bakeoff; do \
+	  LABKIT_SCALE=ci $(BIN)/labkit bench $$name --json || exit 1; done
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,7 +1,7 @@
 """nbval's report of a checked cell, completed with the stream text it leaves out; each
 chapter's kernel stopped the way JupyterLab stops it, not killed, and one that dies at its
 start quoting its stderr; and every chapter collected once more per start method named in
-``--start-methods`` (spawn, forkserver).
+``--start-methods`` (spawn, forkserver), less its cells tagged ``same-under-every-start-method``.
 
 When a checked cell prints something its committed outputs lack, nbval says only
 "Unexpected output fields from running code: {'stderr'}". A worker's or a library's
@@ -22,6 +22,10 @@ from nbval.plugin import IPyNbFile
 import labkit as lk
 
 STARTMETHOD = lk.paths.REPO_ROOT / "tests" / "startmethod"
+# A cell whose outcome the kernel's default start method cannot change: every loader in it
+# names its multiprocessing_context, or it runs in a Python process of its own (chapter 03's
+# break matrix and drain script). The start-method copies skip it; the plain run keeps it.
+SAME_UNDER_EVERY_METHOD = "same-under-every-start-method"
 
 
 def _stop_gracefully(self) -> None:
@@ -104,6 +108,16 @@ class StartMethodNotebook(IPyNbFile):
             for name, value in env.items():
                 mp.setenv(name, value)
             super().setup()
+
+    def collect(self):
+        """nbval's cells, those tagged ``SAME_UNDER_EVERY_METHOD`` skipped saying why:
+        running them again under this method would repeat the plain run's experiment
+        (chapter 03's break matrix names all three methods itself: 70-110 s per copy)."""
+        for cell in super().collect():
+            if SAME_UNDER_EVERY_METHOD in cell.cell.metadata.get("tags", ()):
+                cell.add_marker(pytest.mark.skip(
+                    reason=f"{SAME_UNDER_EVERY_METHOD}: runs in the plain run only"))
+            yield cell
 
 
 class _CollectUnder:

@@ -384,6 +384,15 @@ def test_media_benchmark_is_registered():
     assert "media" in BENCHMARKS and "16-frame clips" in BENCHMARKS["media"].goal
 
 
+def test_media_benchmark_runs_tiny(videos):
+    """CI does not run the benchmarks (`make bench` does): this keeps this one working."""
+    r = lk.tools.run_benchmark("media", scale="ci", num_workers=2, clips=32, rounds=2)
+    assert r["workers_clips_per_s"] > 0 and r["single_core_clips_per_s"] > 0
+    assert r["keyframe_interval_far"] > r["keyframe_interval_near"]
+    assert {"clip_cost_ratio_far_over_near", "verdict", "goal_met"} <= set(r)
+    assert lk.worker_processes() == []
+
+
 @pytest.mark.gpu(probe="media_gpu")  # skipped, with the reason, where it cannot run
 def test_gpu_clip_decode_returns_the_right_frames(videos):
     v = first(videos, 25)

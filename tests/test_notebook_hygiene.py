@@ -153,6 +153,23 @@ def test_a_chapter_with_workers_types_its_loader(path):
                    for _ in _loader_calls(c.source)), f"{path.name}: no DataLoader( in a cell"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_cell_the_start_method_copies_skip_names_its_start_method(path):
+    """notebooks/conftest.py skips a cell tagged ``same-under-every-start-method`` in the
+    spawn and forkserver copies: fair only if no loader in it takes the kernel's default
+    start method (each names ``multiprocessing_context=``; a script run in a process of its
+    own is a string here, not a call)."""
+    nb = nbformat.read(path, as_version=4)
+    bad = []
+    for i, cell in enumerate(nb.cells):
+        if "same-under-every-start-method" not in cell.metadata.get("tags", ()):
+            continue
+        for node, kw in _loader_calls(cell.source):
+            if "multiprocessing_context" not in kw:
+                bad.append(f"cell {i} line {node.lineno}")
+    assert not bad, f"{path.name}: a loader on the default start method in a skipped cell {bad}"
+
+
 if __name__ == "__main__":
     if "--fix" in sys.argv:
         for p in NOTEBOOKS:

@@ -52,12 +52,20 @@ def test_the_forkserver_pass_preloads_torch_only_when_asked(preload, imported):
 PROBE_CELL = ("import multiprocessing as mp, os, pathlib\n"
               "pathlib.Path(os.environ['PROBE_OUT'], '%s-%s' % (\n"
               "    os.environ.get('LABKIT_START_METHOD', 'default'), mp.get_start_method())).touch()")
+# a cell tagged same-under-every-start-method: the plain run only
+ONCE_CELL = ("import os, pathlib\n"
+             "pathlib.Path(os.environ['PROBE_OUT'], 'once-under-%s' % (\n"
+             "    os.environ.get('LABKIT_START_METHOD', 'default'))).touch()")
 
 
 def test_start_methods_collects_each_notebook_once_more_under_each_method(tmp_path):
+    """Each copy runs its cells under its method, except a cell tagged
+    same-under-every-start-method: the copies report it skipped, the plain run runs it."""
     import nbformat
 
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE_CELL)])
+    once = nbformat.v4.new_code_cell(ONCE_CELL)
+    once.metadata["tags"] = ["same-under-every-start-method"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE_CELL), once])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
     nbformat.write(nb, tmp_path / "probe.ipynb")
     (tmp_path / "out").mkdir()
@@ -72,7 +80,7 @@ def test_start_methods_collects_each_notebook_once_more_under_each_method(tmp_pa
          "--start-methods=spawn,forkserver", "-q", str(tmp_path / "probe.ipynb")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "3 passed" in r.stdout
+    assert "4 passed, 2 skipped" in r.stdout
     default = multiprocessing.get_start_method()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
-        [f"default-{default}", "spawn-spawn", "forkserver-forkserver"])
+        [f"default-{default}", "spawn-spawn", "forkserver-forkserver", "once-under-default"])
