@@ -51,7 +51,8 @@ def test_the_forkserver_pass_preloads_torch_only_when_asked(preload, imported):
 # notebooks/conftest.py: --start-methods collects each notebook once more per method
 PROBE_CELL = ("import multiprocessing as mp, os, pathlib\n"
               "pathlib.Path(os.environ['PROBE_OUT'], '%s-%s' % (\n"
-              "    os.environ.get('LABKIT_START_METHOD', 'default'), mp.get_start_method())).touch()")
+              "    os.environ.get('LABKIT_START_METHOD', 'default'),\n"
+              "    mp.get_start_method())).touch()")
 # a cell tagged same-under-every-start-method: the plain run only
 ONCE_CELL = ("import os, pathlib\n"
              "pathlib.Path(os.environ['PROBE_OUT'], 'once-under-%s' % (\n"
