@@ -69,8 +69,7 @@ test: setup  ## unit, contract and bad-input tests, then every notebook through 
 	  $(if $(START_METHODS),--start-methods=$(START_METHODS) --nbval-cell-timeout=240)
 
 bench: setup  ## every named benchmark at ci scale, figures as JSON (CI does not run them)
-	$(BIN)/labkit bench meter-overhead --json
-	for name in mmap webdataset prefetch decode media objectstore tokens formats profiling bakeoff; do \
+	for name in $$($(BIN)/labkit bench --list | cut -d' ' -f1); do \
 	  LABKIT_SCALE=ci $(BIN)/labkit bench $$name --json || exit 1; done
 
 clean-venv:
