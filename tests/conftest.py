@@ -436,18 +436,19 @@ def pytest_xdist_make_scheduler(config, log):
 # notebooks/conftest.py). Measured at ci scale on a 2-core machine, in one session with
 # ``--start-methods=spawn,forkserver``; a file not listed follows them, most tests first.
 FILE_SECONDS = {
-    "08_shuffling_and_resume.ipynb[spawn]": 178, "09_prefetch.ipynb[spawn]": 166,
-    "test_fault_matrix.py": 153, "03_map_style_vs_iterable.ipynb": 134,
-    "03_map_style_vs_iterable.ipynb[spawn]": 125, "03_map_style_vs_iterable.ipynb[forkserver]": 50,
-    "06_webdataset.ipynb[spawn]": 111, "04_scaling_out.ipynb[spawn]": 97,
-    "11_token_pipelines.ipynb[spawn]": 95, "16_capstone.ipynb[spawn]": 90,
-    "12_storage_formats.ipynb[spawn]": 82, "test_diagnose.py": 65,
-    "13_profiling.ipynb[spawn]": 64, "test_objstore_systems.py": 61,
-    "08_shuffling_and_resume.ipynb[forkserver]": 60, "11_token_pipelines.ipynb[forkserver]": 60,
-    "07_hf_datasets_streaming.ipynb[spawn]": 59, "10_decode_and_augment.ipynb[spawn]": 58,
-    "test_formats.py": 56, "11_token_pipelines.ipynb": 52, "test_launch.py": 52,
-    "12_storage_formats.ipynb[forkserver]": 52, "04_scaling_out.ipynb[forkserver]": 51,
-    "15_video_and_audio.ipynb[spawn]": 49, "12_storage_formats.ipynb": 47,
+    "08_shuffling_and_resume.ipynb[spawn]": 205, "09_prefetch.ipynb[spawn]": 187,
+    "test_fault_matrix.py": 160, "06_webdataset.ipynb[spawn]": 151,
+    "16_capstone.ipynb[spawn]": 121, "03_map_style_vs_iterable.ipynb": 112,
+    "04_scaling_out.ipynb[spawn]": 111, "11_token_pipelines.ipynb[spawn]": 98,
+    "03_map_style_vs_iterable.ipynb[spawn]": 93, "12_storage_formats.ipynb[spawn]": 92,
+    "13_profiling.ipynb[spawn]": 73, "08_shuffling_and_resume.ipynb[forkserver]": 66,
+    "test_formats.py": 56, "15_video_and_audio.ipynb[spawn]": 55,
+    "12_storage_formats.ipynb[forkserver]": 55, "10_decode_and_augment.ipynb[spawn]": 55,
+    "test_notebook_hygiene.py": 55, "test_diagnose.py": 51,
+    "11_token_pipelines.ipynb[forkserver]": 50, "05_parquet_and_arrow.ipynb[spawn]": 49,
+    "07_hf_datasets_streaming.ipynb[spawn]": 48, "12_storage_formats.ipynb": 47,
+    "test_objstore_systems.py": 46, "09_prefetch.ipynb[forkserver]": 44,
+    "04_scaling_out.ipynb[forkserver]": 44,
 }
 
 
