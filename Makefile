@@ -57,10 +57,12 @@ run: setup  ## the main job headless: every chapter executed, records written
 # about 1.5 times longer) and one test failed under the load. A notebook kernel that dies
 # at its start quotes its stderr (notebooks/conftest.py): a run with three once lost one so.
 TEST_WORKERS ?= 2
-# START_METHODS=spawn,forkserver (what CI runs): every chapter once more with
+# START_METHODS=macos,forkserver (what CI runs): every chapter once more with
 # multiprocessing's default start method forced to spawn (macOS, Windows) and to forkserver
 # (Linux from Python 3.14), in the same session (notebooks/conftest.py, --start-methods;
-# tests/startmethod/sitecustomize.py). The fork server preloads torch, as a tuned 3.14 setup
+# tests/startmethod/sitecustomize.py). ``macos`` is spawn with the Linux-only facilities
+# hidden (labkit/facilities.py: posix_fadvise, PSS, /proc, RLIMIT_DATA, affinity, /dev/shm),
+# so every chapter shows it reaches its end on a Mac; ``spawn`` alone keeps them. The fork server preloads torch, as a tuned 3.14 setup
 # has it; spawn workers pay every import. The cell timeout (a hang guard, 120 s in
 # pyproject.toml) is doubled then: every spawn worker and torchrun rank imports torch afresh.
 START_METHODS ?=

@@ -4,7 +4,8 @@ Three layers; a module imports only from its own layer or the ones before it, at
 the file (tests/test_layout.py checks; every module's first docstring line names the chapters
 that call it, tests/test_layout.py checks that too, ``labkit helpers NN`` lists them):
 
-1. The spine, the concepts every chapter uses: ``errors``, ``paths``, ``scale``, ``optional``
+1. The spine, the concepts every chapter uses: ``errors``, ``paths``, ``scale``, ``optional``,
+   ``facilities`` (the Linux-only ones, each read in one place: ``lk.facilities.has(name)``)
    (``lk.status(name)``: is an optional library here, and if not, why and what to install);
    ``data`` (fixtures, writers, faults, teaching datasets), ``images`` (decoders, folder and
    packed datasets, augmentation, GPU paths, stage costs), ``streams`` (one rank x worker
@@ -36,6 +37,7 @@ from . import (  # noqa: F401 (the folders, reached as lk.FOLDER.NAME)
     capstone,
     data,
     display,
+    facilities,
     formats,
     images,
     instruments,
@@ -57,6 +59,7 @@ from .data.fixtures import fixture
 from .display.plots import plot_scaling, plot_throughput
 from .display.widget import Dashboard
 from .errors import DataFormatError, LabkitError
+from .facilities import usable_cores
 from .images.folder import ImageFolderDataset
 from .instruments.audits import audit, deliveries
 from .instruments.measurement import compare
@@ -64,7 +67,6 @@ from .instruments.meter import measure, simulated_step
 from .instruments.pagecache import evict_page_cache, measure_cold
 from .instruments.resume import resume_trial
 from .instruments.timer import best_of
-from .instruments.tuning import usable_cores
 from .loading.loaders import worker_processes
 from .optional import status
 from .records.checkpoint import Checkpoint

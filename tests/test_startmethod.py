@@ -85,3 +85,45 @@ def test_start_methods_collects_each_notebook_once_more_under_each_method(tmp_pa
     default = multiprocessing.get_start_method()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
         [f"default-{default}", "spawn-spawn", "forkserver-forkserver", "once-under-default"])
+
+
+# the [macos] copy: spawn, with the Linux-only facilities hidden (labkit/facilities.py)
+FACILITY_CELL = ("# NBVAL_CHECK_OUTPUT\n"
+                 "import os\n"
+                 "import labkit as lk\n"
+                 "print(hasattr(os, 'posix_fadvise'), lk.facilities.has('pss'))")
+HIDDEN_PROBE = ("import multiprocessing as mp, os, pathlib\n"
+                "import labkit as lk\n"
+                "pathlib.Path(os.environ['PROBE_OUT'], '%s-%s-%s' % (\n"
+                "    os.environ.get('LABKIT_START_METHOD', 'default'), mp.get_start_method(),\n"
+                "    'hidden' if lk.facilities.hidden() else 'linux')).touch()")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="hides what Linux has")
+def test_the_macos_copy_runs_spawn_without_linux_facilities(tmp_path):
+    """The plain run compares the tagged checked cell ("True True"); the [macos] copy runs
+    it under spawn with posix_fadvise and PSS gone (it prints "False False") uncompared."""
+    import nbformat
+
+    checked = nbformat.v4.new_code_cell(FACILITY_CELL, execution_count=1, outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="True True\n")])
+    checked.metadata["tags"] = ["checked-on-linux"]
+    nb = nbformat.v4.new_notebook(cells=[checked, nbformat.v4.new_code_cell(HIDDEN_PROBE)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, tmp_path / "probe.ipynb")
+    (tmp_path / "out").mkdir()
+    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    env = {**os.environ, "PROBE_OUT": str(tmp_path / "out"), "PYTHONPATH": str(notebooks),
+           "LABKIT_RUNS": str(tmp_path / "runs")}
+    for k in ("LABKIT_START_METHOD", "LABKIT_FORKSERVER_PRELOAD", "LABKIT_HIDE_LINUX"):
+        env.pop(k, None)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", os.devnull, "--rootdir", str(tmp_path),
+         "-p", "conftest", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
+         "--start-methods=macos", "-q", str(tmp_path / "probe.ipynb")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "4 passed" in r.stdout
+    default = multiprocessing.get_start_method()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        [f"default-{default}-linux", "spawn-spawn-hidden"])

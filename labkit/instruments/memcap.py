@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LabkitError
+from ..facilities import require
 
 _CHILD = Path(__file__).with_name("_memcap_child.py")
 
@@ -73,8 +74,8 @@ def run_capped(path, how: str = "mmap", *, headroom: int, batch_rows: int = 256,
     """
     if how not in ("mmap", "eager"):
         raise ValueError(f"how={how!r}: 'mmap' or 'eager'")
-    if not sys.platform.startswith("linux"):
-        raise LabkitError("run_capped needs Linux (RLIMIT_DATA and /proc/<pid>/status)")
+    require("rlimit_data")   # NotOnThisOS (an OSError) saying why, on macOS
+    require("proc")
     path = Path(path)
     if not path.is_file():
         raise LabkitError(f"{path}: file not found")

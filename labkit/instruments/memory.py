@@ -5,13 +5,15 @@ object every time it reads it (the reference count), and its garbage collector w
 every container it scans, so a dataset held as Python lists/dicts is copied page by page
 into every worker as the epoch reads it ("copy-on-read"); a numpy or Arrow buffer is one
 object and stays shared. USS (unique set size: pages only this process holds) shows the
-copies; PSS divides shared pages among their users. Introduced in chapter 03.
+copies; PSS divides shared pages among their users (Linux only: elsewhere ``pss`` stays
+empty and :func:`labkit.facilities.why_not` says why). Introduced in chapter 03.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..facilities import has
 from ..loading.loaders import worker_processes
 
 
@@ -30,13 +32,15 @@ class WorkerMemory:
         return {w: s[-1] - s[0] for w, s in series.items() if s}
 
     def mean_growth(self, kind: str = "uss") -> float:
+        """Mean last-minus-first per worker; NaN for ``pss`` where the OS gives none."""
         g = self.growth(kind)
-        return sum(g.values()) / len(g) if g else 0.0
+        return sum(g.values()) / len(g) if g else float("nan") if kind == "pss" else 0.0
 
     def summary(self) -> str:
         mib = 2 ** 20
-        parts = [f"{w}: USS {self.uss[w][0] / mib:.1f} -> {self.uss[w][-1] / mib:.1f} MiB, "
-                 f"PSS {self.pss[w][0] / mib:.1f} -> {self.pss[w][-1] / mib:.1f} MiB"
+        parts = [f"{w}: USS {self.uss[w][0] / mib:.1f} -> {self.uss[w][-1] / mib:.1f} MiB"
+                 + (f", PSS {self.pss[w][0] / mib:.1f} -> {self.pss[w][-1] / mib:.1f} MiB"
+                    if self.pss.get(w) else "")
                  for w in self.uss]
         return f"{self.name}: " + "; ".join(parts)
 
@@ -50,9 +54,9 @@ def worker_memory(loader, every: int = 4, name: str | None = None) -> WorkerMemo
     """
     import psutil
 
-
     out = WorkerMemory(name or type(getattr(loader, "dataset", loader)).__name__)
     pids: list[int] = []
+    with_pss = has("pss")
 
     def sample(n: int) -> None:
         for p in sorted(worker_processes(), key=lambda p: p.pid):
@@ -64,13 +68,14 @@ def worker_memory(loader, every: int = 4, name: str | None = None) -> WorkerMemo
                 info = psutil.Process(pid).memory_full_info()
             except psutil.Error:  # exited: the epoch is over for it
                 continue
-            row[f"worker{pids.index(pid)}"] = (info.uss, info.pss)
+            row[f"worker{pids.index(pid)}"] = (info.uss, info.pss if with_pss else None)
         if not row:
             return
         out.batches.append(n)
         for w, (uss, pss) in row.items():
             out.uss.setdefault(w, []).append(uss)
-            out.pss.setdefault(w, []).append(pss)
+            if pss is not None:
+                out.pss.setdefault(w, []).append(pss)
 
     try:
         last = len(loader)

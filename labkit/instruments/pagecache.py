@@ -3,8 +3,8 @@
 A "cold" read is only cold if the file's pages are really gone from the page cache.
 :func:`evict_page_cache` asks the kernel to drop them (``posix_fadvise(DONTNEED)``, no root
 needed) and :func:`page_cache_residency` counts how many are still resident (``mincore``
-through ctypes), so a chapter can show the eviction worked instead of assuming it.
-Introduced in chapter 02.
+through ctypes, on Linux and macOS), so a chapter can show the eviction worked instead of
+assuming it. Eviction is Linux's alone (``labkit.facilities``). Introduced in chapter 02.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.fixtures import source_files
+from ..facilities import require
 from .measurement import Measurement
 from .meter import measure
 
@@ -90,9 +91,7 @@ def evict_page_cache(paths, check: bool = True) -> float:
     worker holding the file), and some filesystems (tmpfs: the file *is* memory) ignore the
     request. With ``check=True`` a warning says so instead of letting a "cold" run be warm.
     """
-    if not hasattr(os, "posix_fadvise"):
-        raise OSError("posix_fadvise is not available on this platform (Linux only); "
-                      "cold-cache runs cannot be made here, treat every run as warm")
+    require("fadvise")  # NotOnThisOS (an OSError) saying why, on macOS
     files = _paths(paths)
     for p in files:
         fd = os.open(p, os.O_RDONLY)
@@ -122,9 +121,13 @@ def measure_cold(make_loader, paths, *, repeats: int = 3, name: str | None = Non
 
     ``make_loader()`` builds a fresh loader (and dataset) per pass: a memory map left over
     from the previous pass would pin its pages in the cache, and the "cold" pass would be
-    warm. The residency after each eviction goes into the measurement's config.
+    warm. The residency after each eviction goes into the measurement's config. Where the
+    OS cannot evict one file's pages (macOS), it raises :class:`labkit.facilities.NotOnThisOS`
+    before any pass, rather than return a warm run named cold.
     """
     import gc
+
+    require("fadvise")
 
     out = Measurement(name=name or "cold", config=dict(config or {}))
     left = []

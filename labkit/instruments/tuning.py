@@ -11,23 +11,15 @@ Introduced in chapter 09.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 
 import torch
 from torch.utils.data import Dataset
 
+from ..facilities import usable_cores
 from ..records.machine import _threadpools
 from .audits import worker_tag
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (affinity-aware; what workers actually get)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def thread_pools(batch=None) -> dict:

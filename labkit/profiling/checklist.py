@@ -18,9 +18,9 @@ import threading
 import warnings
 from pathlib import Path
 
+from ..facilities import usable_cores
 from ..instruments.measurement import rate
 from ..instruments.meter import measure, simulated_step
-from ..instruments.tuning import usable_cores
 from ..loading.loaders import worker_processes
 from ..loading.processes import stop_processes
 from ..optional import status

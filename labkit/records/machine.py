@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from .. import paths
+from .. import facilities, paths
 from .table import text_table
 
 DEFAULT_NAMES = (
@@ -78,7 +78,7 @@ def _cpu() -> dict:
                     break
     except OSError:
         pass
-    affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    affinity = sorted(os.sched_getaffinity(0)) if facilities.has("affinity") else None
     return {
         "model": model or platform.processor() or platform.machine() or None,
         "logical_cores": psutil.cpu_count(logical=True),

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psutil
 
-from ..instruments.tuning import usable_cores
+from ..facilities import usable_cores
 from ..optional import status
 from ..records.table import text_table
 

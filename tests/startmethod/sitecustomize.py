@@ -26,3 +26,20 @@ if _method:
     _preload = os.environ.get("LABKIT_FORKSERVER_PRELOAD")
     if _method == "forkserver" and _preload:
         multiprocessing.set_forkserver_preload(_preload.split(","))
+
+if os.environ.get("LABKIT_HIDE_LINUX", "") not in ("", "0"):
+    import collections
+
+    import psutil
+
+    for _name in ("posix_fadvise", "sched_getaffinity", "sched_setaffinity"):
+        if hasattr(os, _name):
+            delattr(os, _name)
+    _pfullmem = collections.namedtuple("pfullmem", "rss vms uss")   # macOS has no pss
+    _full = psutil.Process.memory_full_info
+
+    def _memory_full_info(self):
+        m = _full(self)
+        return _pfullmem(m.rss, m.vms, m.uss)
+
+    psutil.Process.memory_full_info = _memory_full_info

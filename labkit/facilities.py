@@ -1,0 +1,111 @@
+"""Linux-only facilities, each read in one place, and why one is missing (ch. 00-03, 09-13, 15, 16).
+
+The README says "Linux or macOS", and most workshop laptops are Macs. Six things the
+chapters measure with are Linux's alone; on any other OS the cell that needs one says in one
+line what it cannot measure there and why, and the chapter goes on:
+
+============  =======================================  ======================================
+name          what it gives                            elsewhere
+============  =======================================  ======================================
+fadvise       ``os.posix_fadvise(DONTNEED)``: drop one  macOS: ``sudo purge`` drops the whole
+              file's pages, no root (cold reads)        cache (root); no per-file eviction
+pss           psutil's PSS (shared pages divided        ``uss`` (pages only this process
+              among their users)                        holds) exists wherever psutil runs
+proc          ``/proc/<pid>/status`` (RssAnon, VmHWM)   ``resource.getrusage`` max RSS only
+rlimit_data   ``RLIMIT_DATA`` enforced on mmap'd        macOS accepts it and does not enforce
+              anonymous memory (the memory cap)         it on malloc's mappings
+affinity      ``os.sched_getaffinity`` (a container's   ``os.cpu_count()``: every core the
+              CPU set)                                  machine has
+dev_shm       ``/dev/shm`` (what torch's worker         macOS: POSIX shm objects, no folder
+              hand-over fills; Docker's 64 MiB)         to look at or size
+============  =======================================  ======================================
+
+:func:`has` answers for this process. ``LABKIT_HIDE_LINUX=1`` in the environment makes it
+answer False for all six on Linux too: CI's ``[macos]`` copy of every chapter runs so
+(spawn, as macOS's default, and ``tests/startmethod/sitecustomize.py`` also removes
+``os.posix_fadvise``, ``os.sched_getaffinity`` and psutil's ``pss``), which is how a Linux
+machine shows that every chapter reaches its end on a Mac.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from .errors import LabkitError
+
+HIDE_ENV = "LABKIT_HIDE_LINUX"
+
+WHY = {
+    "fadvise": "no posix_fadvise on {os}: a file's pages cannot be dropped from the page "
+               "cache without root (macOS: `sudo purge` drops the whole cache), so a "
+               "'cold' read cannot be made here",
+    "pss": "psutil gives no PSS on {os} (Linux's /proc/<pid>/smaps_rollup): USS only",
+    "proc": "no /proc/<pid>/status on {os}: anonymous vs file-backed RSS cannot be told "
+            "apart here",
+    "rlimit_data": "RLIMIT_DATA is not enforced on {os} (the cap needs Linux's accounting "
+                   "of mapped anonymous memory), so the capped-memory run cannot be made",
+    "affinity": "no sched_getaffinity on {os}: os.cpu_count() counts every core, a "
+                "container's CPU set included",
+    "dev_shm": "no /dev/shm folder on {os}: shared-memory segments cannot be listed or sized",
+}
+
+
+class NotOnThisOS(LabkitError, OSError):
+    """A measurement needs a facility this OS lacks; the message says which and why."""
+
+
+def hidden() -> bool:
+    """True when ``LABKIT_HIDE_LINUX`` asks the kit to act as on a machine without them."""
+    return os.environ.get(HIDE_ENV, "") not in ("", "0")
+
+
+def os_name() -> str:
+    return "this machine (LABKIT_HIDE_LINUX)" if hidden() else {
+        "darwin": "macOS", "win32": "Windows"}.get(sys.platform, sys.platform)
+
+
+def has(name: str) -> bool:
+    """Whether this process can use the facility ``name`` (a key of :data:`WHY`)."""
+    if name not in WHY:
+        raise ValueError(f"unknown facility {name!r}: one of {sorted(WHY)}")
+    if hidden():
+        return False
+    linux = sys.platform.startswith("linux")
+    return {
+        "fadvise": hasattr(os, "posix_fadvise"),
+        "pss": linux,
+        "proc": linux and Path("/proc/self/status").exists(),
+        "rlimit_data": linux,
+        "affinity": hasattr(os, "sched_getaffinity"),
+        "dev_shm": Path("/dev/shm").is_dir(),
+    }[name]
+
+
+def why_not(name: str) -> str:
+    """One line: what cannot be measured without ``name`` here, and why."""
+    return WHY[name].format(os=os_name())
+
+
+def require(name: str) -> None:
+    """Raise :class:`NotOnThisOS` (an ``OSError``) saying why, unless :func:`has` ``name``."""
+    if not has(name):
+        raise NotOnThisOS(why_not(name))
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on: its affinity where the OS has one, else all."""
+    return len(os.sched_getaffinity(0)) if has("affinity") else os.cpu_count() or 1
+
+
+def proc_status(pid: int | str = "self") -> dict[str, int]:
+    """``/proc/<pid>/status``'s memory lines in bytes (VmRSS, RssAnon, RssFile, VmHWM, ...)."""
+    require("proc")
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        parts = value.split()
+        if len(parts) == 2 and parts[1] == "kB":
+            out[key] = int(parts[0]) * 1024
+    return out
