@@ -41,6 +41,26 @@ def test_the_entry_point_runs():
     assert r.returncode == 0 and "meter-overhead" in r.stdout, r.stderr
 
 
+def test_help_answers_before_torch_is_imported():
+    """The console script is ``labkit_cli:main``: its parser alone, outside the package
+    (``import labkit`` imports torch: 3.6 s before ``labkit --help`` answered)."""
+    code = ("import sys, labkit_cli\n"
+            "try:\n    labkit_cli.main(['run', '--help'])\n"
+            "except SystemExit as e:\n    assert e.code == 0\n"
+            "print('torch imported:', 'torch' in sys.modules, 'labkit' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "--scale" in r.stdout and r.stdout.strip().endswith("torch imported: False False")
+
+
+def test_the_parser_offers_the_kits_scales():
+    import labkit_cli
+    from labkit.scale import SCALES
+
+    assert labkit_cli.SCALES == tuple(SCALES)
+
+
 @pytest.mark.parametrize("cmd", ["fixtures", "env", "run", "report", "bench", "helpers", "lab"])
 def test_every_subcommand_has_help(cmd):
     r = labkit(cmd, "--help")
@@ -207,6 +227,7 @@ def test_lab_starts_this_interpreters_jupyterlab_with_fixtures_ready(monkeypatch
     monkeypatch.setattr(cli.os, "execv", lambda exe, argv: calls.append((exe, argv)))
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setenv("LABKIT_SCALE", "workshop")  # restored after the test
+    monkeypatch.delenv("JUPYTER_CONFIG_PATH", raising=False)
     assert cli.main(["lab", "--scale", "ci", "--", "--no-browser"]) == 0
     exe, argv = calls[0]
     assert exe == sys.executable and argv[1:3] == ["-m", "jupyterlab"]
@@ -214,6 +235,12 @@ def test_lab_starts_this_interpreters_jupyterlab_with_fixtures_ready(monkeypatch
     assert ("--allow-root" in argv) == (os.geteuid() == 0)
     assert os.environ["LABKIT_SCALE"] == "ci"
     assert "array" in capsys.readouterr().out  # the fixture table: data ready before Lab
+    # no "notified about official Jupyter news?" prompt: Lab reads these defaults from
+    # <JUPYTER_CONFIG_PATH>/labconfig (checked against a running Lab 4.6's settings API)
+    overrides = Path(os.environ["JUPYTER_CONFIG_PATH"], "labconfig",
+                     "default_setting_overrides.json")
+    news = json.loads(overrides.read_text())["@jupyterlab/apputils-extension:notification"]
+    assert news == {"fetchNews": "false", "checkForUpdates": False}
 
 
 def test_bench_without_a_name_lists_them_and_says_what_to_do():

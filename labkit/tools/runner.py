@@ -81,6 +81,7 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
     the others; its error is kept and the run reports it.
     """
     import nbformat
+    from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
@@ -99,7 +100,11 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
     with mock.patch.dict(os.environ, LABKIT_SCALE=scale, LABKIT_RECORDS=str(records.resolve())):
         for nb_path in notebooks:
             nb = nbformat.read(nb_path, as_version=4)
-            client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+            # IPC, not TCP, where the OS has Unix sockets: the kernel then has no reason to
+            # warn "Kernel is running over TCP without encryption" once per chapter
+            km = KernelManager(kernel_name="python3",
+                               transport="ipc" if os.name == "posix" else "tcp")
+            client = NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3",
                                     resources={"metadata": {"path": str(nb_path.parent)}})
             t0 = time.perf_counter()
             error = None

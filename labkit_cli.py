@@ -1,0 +1,110 @@
+"""The ``labkit`` command line, read before torch is imported (issue 33).
+
+``import labkit`` imports torch, numpy and every chapter folder: about 3.6 s before
+``labkit --help`` could answer when the console script lived inside the package. This
+module, outside it, holds the argument parser alone, so ``--help``, a usage error and the
+sub-commands' help print at once; a command's own work then imports
+:mod:`labkit.tools.cli`, where each ``_cmd_NAME`` lives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+SCALES = ("ci", "workshop", "full")   # labkit.scale.SCALES (tests/test_cli.py checks)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="labkit",
+        description="Just-in-time data loading in PyTorch, measured on your machine.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    def scale_opt(sp):
+        sp.add_argument("--scale", choices=SCALES, default=None,
+                        help="ci, workshop or full (default: LABKIT_SCALE, else workshop)")
+
+    f = sub.add_parser("fixtures", help="generate and verify the synthetic fixtures")
+    f.add_argument("names", nargs="*", metavar="NAME", help="fixtures to make (default: all)")
+    scale_opt(f)
+    f.add_argument("--repair", action="store_true",
+                   help="regenerate fixtures whose files fail verification")
+    f.add_argument("--verify", action="store_true", help="hash every file, not just changed ones")
+    f.add_argument("--list", action="store_true", help="list the specs and exit")
+    f.add_argument("--no-progress", action="store_true", help="no progress bars")
+    f.set_defaults(command_fn="fixtures")
+
+    e = sub.add_parser("env", help="this machine's hardware, versions and data path")
+    e.add_argument("--json", action="store_true", help="print the full record as JSON")
+    e.add_argument("--data", default=None, help="data path to describe (default: fixture cache)")
+    e.set_defaults(command_fn="env")
+
+    dr = sub.add_parser("doctor", help="what this machine gives the chapters, and what to fix "
+                        "(exit 1 if something needs fixing)")
+    dr.add_argument("--json", action="store_true", help="the checks as JSON")
+    dr.set_defaults(command_fn="doctor")
+
+    r = sub.add_parser("run", help="execute chapters headless and write their records")
+    r.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
+                   help="chapters: 01, 01_measuring_a_loader or a path (default: all)")
+    scale_opt(r)
+    r.add_argument("--out", default=None, help="output folder (default: runs/<time>-<host>)")
+    r.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    r.set_defaults(command_fn="run")
+
+    rp = sub.add_parser("report", help="compare checkpoint records across runs and machines")
+    rp.add_argument("dirs", nargs="+", metavar="DIR", help="folders of records")
+    rp.add_argument("--out", default=None,
+                    help="report path; .html or .md picks the format (default: report.md)")
+    rp.add_argument("--format", choices=("html", "md"), default=None,
+                    help="html: one self-contained file, plots embedded; md: Markdown + a PNG "
+                         "(default: from --out's suffix, else md)")
+    rp.add_argument("--baseline", default=None, metavar="RUN",
+                    help="ratios against this run: a hostname, a run label or part of a "
+                         "records folder (default: each chapter's first run)")
+    rp.set_defaults(command_fn="report")
+
+    b = sub.add_parser("bench", help="run a named benchmark and print its figures")
+    b.add_argument("name", nargs="?", metavar="NAME", help="benchmark name (see --list)")
+    b.add_argument("--json", action="store_true", help="print the figures as JSON")
+    b.add_argument("--list", action="store_true", help="list the benchmarks")
+    b.set_defaults(command_fn="bench")
+
+    d = sub.add_parser("diagnose", help="find what bounds your own DataLoader, and a fix")
+    d.add_argument("factory", metavar="MODULE:FACTORY",
+                   help="a zero-argument callable returning a DataLoader or any iterable of "
+                        "batches: mypkg.data:make_loader or path/to/train.py:make_loader")
+    d.add_argument("--step-ms", type=float, default=None, metavar="MS",
+                   help="the training step the loader must feed, in ms (default: no step)")
+    d.add_argument("--batches", type=int, default=40, metavar="N",
+                   help="batches per measured pass (default 40)")
+    d.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    d.add_argument("--timeline", default=None, metavar="PATH",
+                   help="also draw a per-batch worker timeline to this PNG")
+    d.add_argument("--time-limit", type=float, default=300, metavar="S",
+                   help="give up after this many seconds, naming the phase (default 300)")
+    d.set_defaults(command_fn="diagnose")
+
+    h = sub.add_parser("helpers", help="the labkit helpers a chapter calls, file and line")
+    h.add_argument("chapter", metavar="NN", help="the chapter's number, e.g. 08")
+    h.add_argument("--json", action="store_true", help="print the rows as JSON")
+    h.set_defaults(command_fn="helpers")
+
+    lab = sub.add_parser("lab", help="make the fixtures, then open JupyterLab on the chapters")
+    scale_opt(lab)
+    lab.add_argument("lab_args", nargs=argparse.REMAINDER, help="passed to jupyter lab")
+    lab.set_defaults(command_fn="lab")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # exits 2 with a usage message on bad arguments
+    from labkit.tools.cli import run  # torch and the rest, only now
+
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
