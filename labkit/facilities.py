@@ -61,7 +61,7 @@ def hidden() -> bool:
     return os.environ.get(HIDE_ENV, "") not in ("", "0")
 
 
-def os_name() -> str:
+def _os_name() -> str:
     return "this machine (LABKIT_HIDE_LINUX)" if hidden() else {
         "darwin": "macOS", "win32": "Windows"}.get(sys.platform, sys.platform)
 
@@ -85,7 +85,7 @@ def has(name: str) -> bool:
 
 def why_not(name: str) -> str:
     """One line: what cannot be measured without ``name`` here, and why."""
-    return WHY[name].format(os=os_name())
+    return WHY[name].format(os=_os_name())
 
 
 def require(name: str) -> None:
@@ -99,13 +99,4 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if has("affinity") else os.cpu_count() or 1
 
 
-def proc_status(pid: int | str = "self") -> dict[str, int]:
-    """``/proc/<pid>/status``'s memory lines in bytes (VmRSS, RssAnon, RssFile, VmHWM, ...)."""
-    require("proc")
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        parts = value.split()
-        if len(parts) == 2 and parts[1] == "kB":
-            out[key] = int(parts[0]) * 1024
-    return out
+__all__ = ["NotOnThisOS", "has", "why_not"]
