@@ -147,6 +147,26 @@ def test_simulated_step_kinds(kind):
     assert m.step == step.label and m.summary()["step"] == step.label
 
 
+def test_busy_step_counts_its_own_cpu_time_not_the_wall_clock():
+    """Review 09-1: a busy step that shares the GIL with a busy thread takes longer in wall
+    time (the other thread's work is not free), where a wall-clock spin would end on time."""
+    import threading
+
+    def spin(seconds):
+        deadline = time.thread_time() + seconds
+        while time.thread_time() < deadline:
+            pass
+
+    other = threading.Thread(target=spin, args=(0.5,), daemon=True)
+    other.start()
+    time.sleep(0.01)  # the other thread is spinning, holding the GIL in turns
+    t0 = time.perf_counter()
+    simulated_step(60.0, "busy")(None)
+    elapsed = time.perf_counter() - t0
+    other.join()
+    assert elapsed >= 1.3 * 60e-3, f"the busy step ended after {elapsed * 1e3:.0f} ms"
+
+
 def test_simulated_step_rejects_unknown_kind():
     with pytest.raises(ValueError, match="'gpu'"):
         simulated_step(1.0, "gpu")

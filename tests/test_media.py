@@ -428,3 +428,48 @@ def test_chapter_15_skips_without_ffmpeg_but_not_under_ci(monkeypatch, tmp_path,
     monkeypatch.setenv("CI", "true")  # CI installs FFmpeg: there the chapter runs and fails
     conftest.pytest_collection_modifyitems(None, None, items)
     assert items[0].markers == []
+
+
+def _cuda_machine(monkeypatch, probe_says):
+    """A CUDA machine as media_gpu sees it: CUDA torch and device, torchcodec loading; the
+    test decode on the GPU answers ``probe_says`` (None: it worked)."""
+    import torch
+
+    from labkit.media import backends
+
+    monkeypatch.setitem(optional._CHECKS, "cuda",
+                        lambda device=None: (True, "CUDA 12.6: NVIDIA H100 80GB HBM3"))
+    monkeypatch.setattr(torch.version, "cuda", "12.6")
+    monkeypatch.setattr(backends, "_torchcodec_status", lambda: (True, "torchcodec 0.13.0"))
+    monkeypatch.setattr(backends, "_cuda_decode_probe", lambda device: probe_says)
+
+
+def test_media_gpu_fails_with_the_cpu_torchcodec_and_says_what_to_install(monkeypatch):
+    """Review 15-1: CUDA torch and a GPU are not enough; the CPU torchcodec (pip's default, the
+    kit's pin) cannot decode on the GPU, so the check must fail and name the CUDA build."""
+    _cuda_machine(monkeypatch, "RuntimeError: Unsupported device: cuda (device type: cuda, "
+                               "variant: default)")
+    ok, reason = lk.status("media_gpu")
+    assert not ok
+    assert "Unsupported device: cuda" in reason
+    assert "pip install torchcodec --index-url https://download.pytorch.org/whl/cu126" in reason
+
+
+def test_media_gpu_passes_when_the_test_decode_runs_on_the_gpu(monkeypatch):
+    _cuda_machine(monkeypatch, None)
+    ok, reason = lk.status("media_gpu")
+    assert ok and "a test decode on the GPU ran" in reason
+
+
+def test_the_cuda_probe_refuses_with_a_cpu_torchcodec():
+    """The real probe, where torchcodec is the CPU build (the kit's pin): it says why."""
+    from labkit.media.backends import _cuda_decode_probe
+
+    if not lk.status("torchcodec")[0]:
+        pytest.skip("needs torchcodec with FFmpeg's libraries")
+    import torchcodec
+
+    if "+cpu" not in torchcodec.__version__:  # the wheel's own version says which build
+        pytest.skip("needs the CPU build of torchcodec with FFmpeg's libraries")
+    said = _cuda_decode_probe("cuda")
+    assert said and "cuda" in said

@@ -333,7 +333,10 @@ def simulated_step(ms: float, kind: str = "sleep") -> Callable[[Any], None]:
 
     ``kind="sleep"`` releases the GIL (like a GPU step the CPU waits on); ``kind="busy"``
     spins on the CPU holding the GIL (like CPU-side work in the training loop), which is
-    what exposes thread-based prefetching to contention.
+    what exposes thread-based prefetching to contention. The spin counts the calling
+    thread's CPU time (``time.thread_time``, as ``WorkDataset`` does), not the wall clock:
+    a step that loses its core or the GIL to a prefetch thread or a worker process takes
+    longer, like real work, instead of ending on time with the other side's work for free.
     """
     seconds = ms / 1e3
     if kind == "sleep":
@@ -341,8 +344,8 @@ def simulated_step(ms: float, kind: str = "sleep") -> Callable[[Any], None]:
             time.sleep(seconds)
     elif kind == "busy":
         def step(batch):
-            deadline = time.perf_counter() + seconds
-            while time.perf_counter() < deadline:
+            deadline = time.thread_time() + seconds
+            while time.thread_time() < deadline:
                 pass
     else:
         raise ValueError(f"kind must be 'sleep' or 'busy', not {kind!r}")

@@ -67,9 +67,52 @@ def _spdl_status() -> tuple[bool, str]:
                                   f"torchcodec does: {FFMPEG_INSTALL})")
 
 
+def _torchcodec_cuda_install() -> str:
+    """How to install torchcodec's CUDA build for this torch (pip's default is the CPU one)."""
+    import torch
+
+    cu = "cu" + (torch.version.cuda or "").replace(".", "")[:3]
+    return (f"install torchcodec's CUDA build for torch {torch.__version__} (CUDA "
+            f"{torch.version.cuda}): `pip install torchcodec --index-url "
+            f"https://download.pytorch.org/whl/{cu}` (pip's default, and the kit's pin, is the "
+            "CPU build; pytorch/torchcodec README, 'Installing CUDA-enabled TorchCodec')")
+
+
+@functools.cache
+def _cuda_decode_probe(device: str) -> str | None:
+    """Decode a tiny H.264 clip on ``device``; ``None`` if that worked, else what went wrong.
+
+    torchcodec has no public "built with CUDA" flag, so the probe does what the chapter will:
+    it encodes 4 black 128x128 frames on the CPU and asks a ``device="cuda"`` decoder for
+    frame 0. The CPU build refuses the device ("Unsupported device: cuda").
+    """
+    try:
+        import torch
+        from torchcodec.decoders import VideoDecoder
+        from torchcodec.encoders import VideoEncoder
+
+        clip = VideoEncoder(torch.zeros(4, 3, 128, 128, dtype=torch.uint8),
+                            frame_rate=10).to_tensor(format="mp4")
+    except Exception as e:  # noqa: BLE001 - an FFmpeg without an H.264 encoder, ...
+        return f"cannot make the probe's test clip ({type(e).__name__}: {_short(e)})"
+    try:
+        frame = VideoDecoder(clip, device=device)[0]
+    except Exception as e:  # noqa: BLE001 - torchcodec raises RuntimeError for a CPU build
+        return f"{type(e).__name__}: {_short(e)}"
+    if not frame.is_cuda:
+        return f"the decoded frame came back on {frame.device}, not {device}"
+    return None
+
+
+def _short(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text.rsplit(".cpp:", 1)[-1].lstrip("0123456789, ")[:160] or type(e).__name__
+
+
 @check("media_gpu")
 def _media_gpu_status(device=None) -> tuple[bool, str]:
-    """``(True, detail)`` if torchcodec can decode on a CUDA device (NVDEC)."""
+    """``(True, detail)`` if torchcodec can decode on a CUDA device (NVDEC): a test decode
+    on the device ran (:func:`_cuda_decode_probe`); else ``(False, why and what to install)``."""
     ok, reason = status("cuda", device=device)
     if not ok:
         return False, f"NVDEC decode needs a CUDA GPU: {reason}"
@@ -80,5 +123,9 @@ def _media_gpu_status(device=None) -> tuple[bool, str]:
 
     if not torch.version.cuda:
         return False, "this torch is a CPU build: torchcodec's CUDA decode needs a CUDA torch"
-    return True, f"{why}, {reason}"
+    failed = _cuda_decode_probe(str(device or "cuda"))
+    if failed:
+        return False, (f"{why}, but a test decode on the GPU failed ({failed}): "
+                       + _torchcodec_cuda_install())
+    return True, f"{why}, {reason}; a test decode on the GPU ran"
 
