@@ -49,8 +49,8 @@ KNOBS: dict[str, dict[str, object]] = {
     "prefetch_factors": {"ci": [1, 2], "workshop": [1, 2, 4], "full": [1, 2, 4]},
     "tune_batches": {"ci": 4, "workshop": 30, "full": 60},
     # (method, persistent_workers) timed for worker start-up; each spawn/forkserver start
-    # imports torch afresh (seconds), so ci runs only the persistent spawn (its epoch 1 is
-    # the fresh start)
+    # imports torch afresh (seconds), so ci runs fork both ways and only the persistent
+    # spawn of the others (its epoch 1 is the fresh start)
     "start_methods": {"ci": [("fork", False), ("fork", True), ("spawn", True)],
                       "workshop": [("fork", False), ("fork", True), ("spawn", True),
                                    ("forkserver", True), ("spawn", False),
