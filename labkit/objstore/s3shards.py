@@ -252,6 +252,7 @@ class S3ShardStream(ResumableStream):
         from botocore.exceptions import (
             ClientError,
             ConnectionClosedError,
+            IncompleteReadError,
             ReadTimeoutError,
             ResponseStreamingError,
         )
@@ -263,7 +264,7 @@ class S3ShardStream(ResumableStream):
                 self.botocore_retries += resp["ResponseMetadata"].get("RetryAttempts", 0)
                 data = resp["Body"].read()
                 size = resp.get("ContentLength")
-                if size is not None and len(data) != size:
+                if size is not None and len(data) != size:   # botocore's own check raises
                     raise ResponseStreamingError(error=f"{len(data)} of {size} bytes")
                 return data
             except ClientError as e:
@@ -277,8 +278,8 @@ class S3ShardStream(ResumableStream):
                                           f"credentials ({code})") from None
                 raise OSError(f"{self.where(key)}: {code} after botocore's retries "
                               f"({e})") from None
-            except (ResponseStreamingError, ProtocolError, ConnectionClosedError,
-                    ReadTimeoutError) as e:
+            except (ResponseStreamingError, IncompleteReadError, ProtocolError,
+                    ConnectionClosedError, ReadTimeoutError) as e:
                 if attempt == self.body_retries:
                     raise OSError(f"{self.where(key)}: the body broke "
                                   f"{attempt + 1} times ({type(e).__name__})") from None

@@ -3,7 +3,8 @@
 :func:`profile_loop` runs a loop under ``torch.profiler.profile`` with a schedule (skip
 ``wait`` steps, record ``warmup`` steps and throw them away, keep ``active`` steps), each
 stage in a ``record_function`` label, and exports the Chrome trace JSON that Perfetto
-(ui.perfetto.dev), chrome://tracing and TensorBoard open. :func:`read_trace` reads it back
+(ui.perfetto.dev) and chrome://tracing open (TensorBoard's profiler plugin, which also read
+it, is deprecated upstream). :func:`read_trace` reads it back
 and sorts its spans: the DataLoader's own ``enumerate(DataLoader)#...__next__`` span is the
 loop waiting for data; the step's label is compute. On a GPU the trace also holds kernels;
 their summed time over the active window is how busy the GPU was.
