@@ -59,6 +59,29 @@ ONCE_CELL = ("import os, pathlib\n"
              "    os.environ.get('LABKIT_START_METHOD', 'default'))).touch()")
 
 
+def _run_probe(tmp_path, cells, start_methods: str):
+    """``cells`` as a notebook, run by pytest with notebooks/conftest.py as a plugin, in a
+    folder of its own, with ``--start-methods``; the probes write their files to ``out/``."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, tmp_path / "probe.ipynb")
+    (tmp_path / "out").mkdir()
+    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    env = {**os.environ, "PROBE_OUT": str(tmp_path / "out"), "PYTHONPATH": str(notebooks),
+           "LABKIT_RUNS": str(tmp_path / "runs")}
+    for k in ("LABKIT_START_METHOD", "LABKIT_FORKSERVER_PRELOAD", "LABKIT_HIDE_LINUX"):
+        env.pop(k, None)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", os.devnull, "--rootdir", str(tmp_path),
+         "-p", "conftest", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
+         f"--start-methods={start_methods}", "-q", str(tmp_path / "probe.ipynb")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r, sorted(p.name for p in (tmp_path / "out").iterdir())
+
+
 def test_start_methods_collects_each_notebook_once_more_under_each_method(tmp_path):
     """Each copy runs its cells under its method, except a cell tagged
     same-under-every-start-method: the copies report it skipped, the plain run runs it."""
@@ -66,24 +89,11 @@ def test_start_methods_collects_each_notebook_once_more_under_each_method(tmp_pa
 
     once = nbformat.v4.new_code_cell(ONCE_CELL)
     once.metadata["tags"] = ["same-under-every-start-method"]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE_CELL), once])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, tmp_path / "probe.ipynb")
-    (tmp_path / "out").mkdir()
-    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
-    env = {**os.environ, "PROBE_OUT": str(tmp_path / "out"), "PYTHONPATH": str(notebooks),
-           "LABKIT_RUNS": str(tmp_path / "runs")}
-    for k in ("LABKIT_START_METHOD", "LABKIT_FORKSERVER_PRELOAD"):
-        env.pop(k, None)
-    r = subprocess.run(  # notebooks/conftest.py as a plugin, in a folder of its own
-        [sys.executable, "-m", "pytest", "-c", os.devnull, "--rootdir", str(tmp_path),
-         "-p", "conftest", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
-         "--start-methods=spawn,forkserver", "-q", str(tmp_path / "probe.ipynb")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r, out = _run_probe(tmp_path, [nbformat.v4.new_code_cell(PROBE_CELL), once],
+                        "spawn,forkserver")
     assert "4 passed, 2 skipped" in r.stdout
     default = multiprocessing.get_start_method()
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+    assert out == sorted(
         [f"default-{default}", "spawn-spawn", "forkserver-forkserver", "once-under-default"])
 
 
@@ -108,22 +118,7 @@ def test_the_macos_copy_runs_spawn_without_linux_facilities(tmp_path):
     checked = nbformat.v4.new_code_cell(FACILITY_CELL, execution_count=1, outputs=[
         nbformat.v4.new_output("stream", name="stdout", text="True True\n")])
     checked.metadata["tags"] = ["checked-on-linux"]
-    nb = nbformat.v4.new_notebook(cells=[checked, nbformat.v4.new_code_cell(HIDDEN_PROBE)])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, tmp_path / "probe.ipynb")
-    (tmp_path / "out").mkdir()
-    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
-    env = {**os.environ, "PROBE_OUT": str(tmp_path / "out"), "PYTHONPATH": str(notebooks),
-           "LABKIT_RUNS": str(tmp_path / "runs")}
-    for k in ("LABKIT_START_METHOD", "LABKIT_FORKSERVER_PRELOAD", "LABKIT_HIDE_LINUX"):
-        env.pop(k, None)
-    r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-c", os.devnull, "--rootdir", str(tmp_path),
-         "-p", "conftest", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
-         "--start-methods=macos", "-q", str(tmp_path / "probe.ipynb")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r, out = _run_probe(tmp_path, [checked, nbformat.v4.new_code_cell(HIDDEN_PROBE)], "macos")
     assert "4 passed" in r.stdout
     default = multiprocessing.get_start_method()
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
-        [f"default-{default}-linux", "spawn-spawn-hidden"])
+    assert out == sorted([f"default-{default}-linux", "spawn-spawn-hidden"])

@@ -4,10 +4,11 @@ The random-replacement buffer as a plain generator: fill a buffer of ``buffer_si
 then for every new item emit a random buffered one and put the new one in its place; at the
 end drain the buffer in random order. Chapter 08 writes it by hand; the libraries use
 variants (webdataset's ``shuffle`` swaps the pick with the last item and waits for
-``initial`` items; ``datasets`` 5.2 permutes a full buffer and keeps half). An item leaves at most ``buffer_size - 1`` places
-early, and arbitrarily late: the shuffle is only as good as the buffer is large against a
-shard (chapter 08 measures it). The random numbers come from the caller's generator, so a
-stream that seeds it by ``(seed, epoch, slot)`` gets the same order every time it replays.
+``initial`` items; ``datasets`` 5.2 permutes a full buffer and keeps half). An item leaves
+at most ``buffer_size - 1`` places early, and arbitrarily late: the shuffle is only as good
+as the buffer is large against a shard (chapter 08 measures it). The random numbers come
+from the caller's generator, so a stream that seeds it by ``(seed, epoch, slot)`` gets the
+same order every time it replays.
 """
 
 from __future__ import annotations
