@@ -271,3 +271,23 @@ def test_helpers_names_each_helper_a_chapter_calls_with_file_and_line():
     assert "lk.streams.TarShardStream" in r.stdout and "labkit/streams/tarshards.py:" in r.stdout
     bad = labkit("helpers", "99")
     assert bad.returncode == 2 and "no chapter 99" in bad.stderr
+
+
+def test_run_talks_to_its_kernels_over_ipc_and_leaves_no_socket(tmp_path, capfd):
+    """``labkit run``'s kernels: no "running over TCP without encryption" warning per
+    chapter, and their Unix sockets (absolute paths in Jupyter's runtime folder) removed."""
+    import nbformat
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    from labkit.tools.runner import run_notebooks
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, tmp_path / "tiny.ipynb")
+    runtime = Path(jupyter_runtime_dir())
+    before = set(runtime.glob("labkit-*"))
+    [r] = run_notebooks([str(tmp_path / "tiny.ipynb")], "ci", tmp_path / "out", 120,
+                        echo=lambda *a: None)
+    assert r.ok, r.error
+    assert "without encryption" not in capfd.readouterr().err
+    assert set(runtime.glob("labkit-*")) == before

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,9 +82,10 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
     the others; its error is kept and the run reports it.
     """
     import nbformat
-    from jupyter_client.manager import KernelManager
+    from jupyter_core.paths import jupyter_runtime_dir
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+    from traitlets.config import Config
 
     scale = resolve_scale(scale)
     notebooks = resolve_notebooks(names)
@@ -101,10 +103,15 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
         for nb_path in notebooks:
             nb = nbformat.read(nb_path, as_version=4)
             # IPC, not TCP, where the OS has Unix sockets: the kernel then has no reason to
-            # warn "Kernel is running over TCP without encryption" once per chapter
-            km = KernelManager(kernel_name="python3",
-                               transport="ipc" if os.name == "posix" else "tcp")
-            client = NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3",
+            # warn "Kernel is running over TCP without encryption" once per chapter. The
+            # sockets' path is absolute: by default it is relative ("kernel-ipc-N"), and the
+            # kernel (started in the chapter's folder) and this client would not meet. As
+            # configuration, so the client still owns (stops, cleans up) its kernel manager.
+            ipc = Config(KernelManager=dict(
+                transport="ipc",
+                ip=os.path.join(jupyter_runtime_dir(), f"labkit-{uuid.uuid4().hex[:12]}")))
+            client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                    config=ipc if os.name == "posix" else Config(),
                                     resources={"metadata": {"path": str(nb_path.parent)}})
             t0 = time.perf_counter()
             error = None
