@@ -434,22 +434,21 @@ def pytest_xdist_make_scheduler(config, log):
 # while it finishes, so the long ones go first (longest-processing-time first). A chapter
 # under a forced start method is its own file (``03_map_style_vs_iterable.ipynb[spawn]``,
 # notebooks/conftest.py). Measured at ci scale on a 2-core machine, in one session with
-# ``--start-methods=spawn,forkserver`` (CI's ``macos`` copy is spawn with the Linux-only
-# facilities hidden: the spawn figures); a file not listed follows them, most tests first.
+# ``--start-methods=macos,forkserver`` (a quiet fresh clone, issue 33); a file not listed
+# follows them, most tests first.
 FILE_SECONDS = {
-    "08_shuffling_and_resume.ipynb[macos]": 205, "09_prefetch.ipynb[macos]": 187,
-    "test_fault_matrix.py": 160, "06_webdataset.ipynb[macos]": 151,
-    "16_capstone.ipynb[macos]": 121, "03_map_style_vs_iterable.ipynb": 112,
-    "04_scaling_out.ipynb[macos]": 111, "11_token_pipelines.ipynb[macos]": 98,
-    "03_map_style_vs_iterable.ipynb[macos]": 93, "12_storage_formats.ipynb[macos]": 92,
-    "13_profiling.ipynb[macos]": 73, "08_shuffling_and_resume.ipynb[forkserver]": 66,
-    "test_formats.py": 56, "15_video_and_audio.ipynb[macos]": 55,
-    "12_storage_formats.ipynb[forkserver]": 55, "10_decode_and_augment.ipynb[macos]": 55,
-    "test_notebook_hygiene.py": 55, "test_diagnose.py": 51,
-    "11_token_pipelines.ipynb[forkserver]": 50, "05_parquet_and_arrow.ipynb[macos]": 49,
-    "07_hf_datasets_streaming.ipynb[macos]": 48, "12_storage_formats.ipynb": 47,
-    "test_objstore_systems.py": 46, "09_prefetch.ipynb[forkserver]": 44,
-    "04_scaling_out.ipynb[forkserver]": 44,
+    "08_shuffling_and_resume.ipynb[macos]": 205, "03_map_style_vs_iterable.ipynb": 192,
+    "09_prefetch.ipynb[macos]": 181, "test_fault_matrix.py": 176,
+    "03_map_style_vs_iterable.ipynb[macos]": 164, "12_storage_formats.ipynb[macos]": 137,
+    "11_token_pipelines.ipynb[macos]": 114, "06_webdataset.ipynb[macos]": 110,
+    "04_scaling_out.ipynb[macos]": 101, "13_profiling.ipynb[macos]": 95,
+    "05_parquet_and_arrow.ipynb[macos]": 86, "08_shuffling_and_resume.ipynb[forkserver]": 86,
+    "16_capstone.ipynb[macos]": 84, "test_cli.py": 82, "07_hf_datasets_streaming.ipynb[macos]": 75,
+    "11_token_pipelines.ipynb[forkserver]": 73, "10_decode_and_augment.ipynb[macos]": 71,
+    "test_objstore_systems.py": 67, "15_video_and_audio.ipynb[macos]": 66, "test_formats.py": 63,
+    "12_storage_formats.ipynb": 63, "12_storage_formats.ipynb[forkserver]": 61,
+    "test_diagnose.py": 59, "01_measuring_a_loader.ipynb[macos]": 56,
+    "09_prefetch.ipynb[forkserver]": 55,
 }
 
 
