@@ -99,4 +99,11 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if has("affinity") else os.cpu_count() or 1
 
 
+def ptrace_scope() -> str | None:
+    """Linux's Yama ``ptrace_scope`` (0: a user may read any of its processes, as py-spy does
+    in chapter 13), or None where there is no such file (macOS, no Yama, hidden)."""
+    scope = Path("/proc/sys/kernel/yama/ptrace_scope")
+    return scope.read_text().strip() if has("proc") and scope.exists() else None
+
+
 __all__ = ["NotOnThisOS", "has", "why_not"]

@@ -35,6 +35,12 @@ def test_dockers_64_mib_shm_is_named_with_the_flag(monkeypatch, tmp_path):
     assert not c.ok and "64 MiB" in c.found and "--shm-size" in c.fix
 
 
+def test_without_dev_shm_as_on_macos_the_check_passes_and_says_why(monkeypatch):
+    monkeypatch.setenv("LABKIT_HIDE_LINUX", "1")  # facilities.has("dev_shm") is False
+    c = checkup._shm()
+    assert c.ok and "/dev/shm" in c.found and not c.fix
+
+
 def test_missing_ffmpeg_says_what_to_install(monkeypatch):
     monkeypatch.setitem(optional._CHECKS, "ffmpeg", lambda: (False, "no libavutil"))
     c = checkup._ffmpeg()

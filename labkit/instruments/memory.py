@@ -32,9 +32,9 @@ class WorkerMemory:
         return {w: s[-1] - s[0] for w, s in series.items() if s}
 
     def mean_growth(self, kind: str = "uss") -> float:
-        """Mean last-minus-first per worker; NaN for ``pss`` where the OS gives none."""
+        """Mean last-minus-first per worker; NaN where nothing was sampled (``pss`` off Linux)."""
         g = self.growth(kind)
-        return sum(g.values()) / len(g) if g else float("nan") if kind == "pss" else 0.0
+        return sum(g.values()) / len(g) if g else float("nan")
 
     def summary(self) -> str:
         mib = 2 ** 20

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..display.figures import done, subplots
+from ..facilities import ptrace_scope
 from ..loading.loaders import worker_processes
 from ..optional import check
 from .hotspots import Hotspot, profile_in_process
@@ -54,9 +55,8 @@ def _pyspy_status() -> tuple[bool, str]:
                 result = (True, v.stdout.strip() or "py-spy")
             else:
                 err = (r.stderr or r.stdout).strip().splitlines()
-                scope = Path("/proc/sys/kernel/yama/ptrace_scope")
-                hint = (f"; ptrace_scope is {scope.read_text().strip()}" if scope.exists()
-                        else "")
+                scope = ptrace_scope()
+                hint = f"; ptrace_scope is {scope}" if scope is not None else ""
                 result = (False, f"py-spy may not read other processes here: "
                                  f"{err[-1] if err else 'exit ' + str(r.returncode)}{hint} "
                                  "(needs ptrace: ptrace_scope 0, root, or CAP_SYS_PTRACE)")
