@@ -17,7 +17,7 @@ SYSTEM_TORCH ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab run test bench clean-venv
+.PHONY: test-gpu setup lab run test bench clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(if $(SYSTEM_TORCH),--system-site-packages) $(VENV)
@@ -69,6 +69,12 @@ START_METHODS ?=
 test: setup  ## unit, contract and bad-input tests, then every notebook through nbval at ci scale
 	LABKIT_SCALE=ci $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile \
 	  $(if $(START_METHODS),--start-methods=$(START_METHODS) --nbval-cell-timeout=240)
+
+# test-gpu: on a CUDA machine, the GPU tests (a GPU path that cannot run beside the GPU
+# fails) and `labkit bench gpu`, whose figures go to reference/<GPU name> (.ci/test-gpu).
+# No setup: it uses the torch the machine has. Without a GPU it says so in one line.
+test-gpu:  ## on a CUDA GPU: every GPU path checked, the GPU figures recorded under reference/
+	bash .ci/test-gpu
 
 bench: setup  ## every named benchmark at ci scale, figures as JSON (CI does not run them)
 	for name in $$($(BIN)/labkit bench --list | cut -d' ' -f1); do \

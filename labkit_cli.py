@@ -70,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("name", nargs="?", metavar="NAME", help="benchmark name (see --list)")
     b.add_argument("--json", action="store_true", help="print the figures as JSON")
     b.add_argument("--list", action="store_true", help="list the benchmarks")
+    b.add_argument("--records", default=None, metavar="DIR",
+                   help="also write the figures as a record bench_NAME in DIR (labkit report)")
     b.set_defaults(command_fn="bench")
 
     d = sub.add_parser("diagnose", help="find what bounds your own DataLoader, and a fix")

@@ -88,9 +88,22 @@ def pytest_runtest_setup(item):
     _enter()  # back in tests/ after items from elsewhere
     gpu = item.get_closest_marker("gpu")
     if gpu is not None:  # ``@pytest.mark.gpu`` or ``@pytest.mark.gpu(probe="dali")``
-        ok, reason = status(gpu.kwargs.get("probe", "cuda"))
+        probe = gpu.kwargs.get("probe", "cuda")
+        ok, reason = status(probe)
         if not ok:
-            pytest.skip(reason)
+            verdict, why = gpu_gate(probe, reason, status("cuda")[0], os.environ)
+            (pytest.fail if verdict == "fail" else pytest.skip)(why)
+
+
+def gpu_gate(probe: str, reason: str, cuda: bool, env) -> tuple[str, str]:
+    """Skip or fail a GPU test whose probe cannot run. ``make test-gpu`` sets
+    ``LABKIT_REQUIRE_GPU=1``: where CUDA is there, a GPU path that cannot run fails, unless
+    its probe is in ``LABKIT_GPU_LEAVE_OUT`` (what the machine's wheel bundle cannot bring)."""
+    if env.get("LABKIT_REQUIRE_GPU") != "1" or not cuda:
+        return "skip", reason
+    if probe in env.get("LABKIT_GPU_LEAVE_OUT", "").split(","):
+        return "skip", f"left out on this GPU machine (LABKIT_GPU_LEAVE_OUT): {reason}"
+    return "fail", f"a CUDA GPU is here, but {probe!r} cannot run: {reason}"
 
 
 @pytest.hookimpl(trylast=True)

@@ -49,3 +49,29 @@ def test_dali_decode(ci_fixture):
     r = lk.images.dali_decode_rate(ci_fixture("images").file_list(".jpg")[:64], batch_size=16,
                             repeats=1)
     assert r["samples_per_s"] > 0
+
+
+def test_make_test_gpu_fails_a_gpu_path_that_cannot_run_beside_a_gpu():
+    from conftest import gpu_gate
+
+    why = "torchvision missing"
+    assert gpu_gate("gpu_decode", why, cuda=False, env={"LABKIT_REQUIRE_GPU": "1"}) == (
+        "skip", why)  # no GPU: a skip, with the reason
+    assert gpu_gate("gpu_decode", why, cuda=True, env={})[0] == "skip"  # plain `make test`
+    verdict, msg = gpu_gate("gpu_decode", why, cuda=True, env={"LABKIT_REQUIRE_GPU": "1"})
+    assert verdict == "fail" and why in msg
+    verdict, msg = gpu_gate("dali", why, cuda=True, env={"LABKIT_REQUIRE_GPU": "1",
+                                                         "LABKIT_GPU_LEAVE_OUT": "dali,media_gpu"})
+    assert verdict == "skip" and "LABKIT_GPU_LEAVE_OUT" in msg
+
+
+def test_bench_gpu_without_cuda_says_why_and_records_it(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU-only behaviour")
+    from labkit.tools.bench import record_result, run_benchmark
+
+    r = run_benchmark("gpu")
+    assert r["verdict"] == "skipped" and "CUDA" in r["skipped"]
+    rec = __import__("json").loads(record_result(r, tmp_path).read_text())
+    assert rec["chapter"] == "bench_gpu"
+    assert {o["name"] for o in rec["observations"]} >= {"skipped", "verdict"}

@@ -13,6 +13,7 @@ from .benchmarks import (  # noqa: F401 - importing each registers it
     bakeoff,
     decode,
     formats,
+    gpu,
     media,
     mmap,
     objectstore,
@@ -22,6 +23,12 @@ from .benchmarks import (  # noqa: F401 - importing each registers it
     tokens,
     webdataset,
 )
-from .benchmarks.registry import BENCHMARKS, benchmark, format_result, run_benchmark
+from .benchmarks.registry import (
+    BENCHMARKS,
+    benchmark,
+    format_result,
+    record_result,
+    run_benchmark,
+)
 
-__all__ = ["BENCHMARKS", "benchmark", "format_result", "run_benchmark"]
+__all__ = ["BENCHMARKS", "benchmark", "format_result", "record_result", "run_benchmark"]

@@ -22,7 +22,7 @@ from ..paths import notebooks_dir
 from ..records.checkpoint import load_records
 from ..records.machine import environment, format_environment
 from ..scale import resolve_scale
-from .bench import BENCHMARKS, format_result, run_benchmark
+from .bench import BENCHMARKS, format_result, record_result, run_benchmark
 from .checkup import doctor, format_doctor
 from .diagnose import run_diagnose
 from .helpers import chapter_helpers, format_helpers
@@ -90,6 +90,8 @@ def _cmd_bench(args) -> int:
     except KeyError as e:
         raise LabkitError(e.args[0]) from None
     print(json.dumps(result, indent=2) if args.json else format_result(result))
+    if args.records:
+        print(f"record: {record_result(result, args.records)}", file=sys.stderr)
     return 0
 
 

@@ -10,7 +10,9 @@ interval's confidence (``NAME_ci_level``) and a verdict (``NAME_verdict``), see
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
+from ...records.checkpoint import Checkpoint
 from ...records.table import text_table
 
 BENCHMARKS: dict[str, Callable[..., dict]] = {}
@@ -61,3 +63,34 @@ def format_result(result: dict) -> str:
     figures = text_table({"figure": "<32", "value": "<"}, rows, header=False, sep=" ")
     return "\n".join([f"benchmark {result['benchmark']}  (goal: {result['goal']})"]
                      + ["  " + line for line in figures.splitlines()])
+
+
+_UNITS = (("gb_s", "GB/s"), ("per_s", "per s"), ("_ms", "ms"), ("mib", "MiB"),
+          ("fraction", "fraction"), ("_s", "s"))
+
+
+def _leaves(value, key: str = ""):
+    """(dotted key, value) of every number, bool and short string in a nested result."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _leaves(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from _leaves(v, f"{key}.{i}")
+    elif isinstance(value, bool | int | float | str) and value == value:  # NaN is not kept
+        yield key, value
+
+
+def record_result(result: dict, folder) -> Path:
+    """Write a benchmark's figures as a checkpoint record ``bench_NAME`` in ``folder``
+    (``labkit bench NAME --records DIR``), for ``labkit report`` beside chapter records."""
+    ck = Checkpoint(f"bench_{result['benchmark']}", records_dir=folder)
+    ck.constraint(result["goal"])
+    for key, value in _leaves({k: v for k, v in result.items() if k not in ("benchmark",
+                                                                           "goal")}):
+        if isinstance(value, str) and len(value) > 200:
+            value = value[:197] + "..."
+        unit = next((u for suffix, u in _UNITS if suffix in key.rsplit(".", 1)[-1].lower()
+                     or suffix in key.lower()), "")
+        ck.observe(key, value, unit)
+    return ck.write(print_summary=False)
