@@ -284,6 +284,11 @@ def capstone_wait(n: int = 4096, batch: int = 64, repeats: int = 10, dim: int = 
     heavier_alone = _spread([batch / s for s in _timed(lambda: heavier(x), 10)])
     out["heavier_step"] = {"matmuls": k, "alone_samples_per_s": heavier_alone}
     run("tuned_heavier_step", loader, heavier)
+    # the main process needs a core too: the same, one worker fewer than the cores
+    run("tuned_heavier_step_one_core_free",
+        DataLoader(ds, batch_size=batch, shuffle=True, num_workers=max(1, cores - 1),
+                   pin_memory=True, persistent_workers=True, prefetch_factor=4,
+                   timeout=WORKER_TIMEOUT_S), heavier)
     return out
 
 
