@@ -75,3 +75,17 @@ def test_bench_gpu_without_cuda_says_why_and_records_it(tmp_path):
     rec = __import__("json").loads(record_result(r, tmp_path).read_text())
     assert rec["chapter"] == "bench_gpu"
     assert {o["name"] for o in rec["observations"]} >= {"skipped", "verdict"}
+
+
+def test_the_committed_gpu_reference_holds_every_figure_issue_34_asks_for():
+    ref = lk.records.reference_figures("nvidia-h200")
+    assert ref["device"].startswith("NVIDIA") and ref["cuda"]  # the GPU and torch's CUDA
+    for mib in (1, 4, 16, 64):
+        for way in ("pageable", "pin_in_loop", "pinned", "dataloader_pin_thread"):
+            assert ref[f"host_to_device_gb_s.{mib}MiB.{way}.median"] > 0
+    for loop in ("loader_plain", "loader_prefetcher", "pinned_plain", "pinned_prefetcher"):
+        assert 0 <= ref[f"prefetch.{loop}.wait_fraction.median"] <= 1
+    assert ref["decode.nvjpeg_images_per_s.median"] > 0
+    assert ref["capstone.tuned.samples_per_s"] > ref["capstone.naive.samples_per_s"]
+    with pytest.raises(lk.LabkitError, match="does not exist"):
+        lk.records.reference_figures("no-such-machine")

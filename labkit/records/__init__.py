@@ -7,7 +7,7 @@ fixed-width table labkit prints.
 
 from __future__ import annotations
 
-from .checkpoint import load_records, read_checkpoint
+from .checkpoint import load_records, read_checkpoint, reference_figures
 from .decisions import decision_table, format_decision_table
 from .machine import environment, format_environment, versions
 
@@ -18,5 +18,6 @@ __all__ = [
     "format_environment",
     "load_records",
     "read_checkpoint",
+    "reference_figures",
     "versions",
 ]

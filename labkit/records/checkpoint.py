@@ -308,3 +308,18 @@ def load_records(dirs) -> list[dict]:
                 seen.add(f.resolve())
                 records.append({**read_checkpoint(f), "_source": str(f), "_folder": str(d)})
     return sorted(records, key=lambda r: str(r["created"]))
+
+
+def reference_figures(machine: str = "nvidia-h200", chapter: str = "bench_gpu") -> dict:
+    """The observations of the newest ``chapter`` record in the repository's
+    ``reference/<machine>/``, as ``{name: value}`` (chapters 00, 09, 10, 16): a real GPU
+    server's figures, from ``make test-gpu``, to read beside this machine's.
+
+    Raises:
+        RecordError: no such folder, or no ``chapter`` record in it.
+    """
+    folder = paths.REPO_ROOT / "reference" / machine
+    found = [r for r in load_records(folder) if r["chapter"] == chapter]
+    if not found:
+        raise RecordError(f"{folder} holds no {chapter!r} record")
+    return {o["name"]: o["value"] for o in found[-1]["observations"]}
