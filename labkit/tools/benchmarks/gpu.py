@@ -18,8 +18,8 @@ a real GPU's with ``labkit report records/ reference/<machine>``. Without CUDA i
   cores (chapter 10), on 512 px photo-like JPEGs.
 * **the capstone's pipeline** (chapter 16): JPEG decode + crop in workers feeding
   :func:`~labkit.capstone.pipeline.image_train_step` on the GPU, naive (``num_workers=0``)
-  beside tuned (a worker per usable core, pinned, prefetched); the goal is the tuned loop
-  waiting at most 5 % of its time.
+  beside tuned (a worker per usable core, pinned, prefetched), and the tuned loader feeding
+  a step it can keep up with, where the goal (waiting at most 5 % of the loop) is judged.
 
 NVDEC (chapter 15) is not here: PyPI's torchcodec is a CPU build, and its CUDA build comes
 only from PyTorch's own wheel index; ``lk.status("media_gpu")`` says so on the machine.
@@ -220,7 +220,7 @@ def decode_rates(n: int = 256, batch: int = 64) -> dict:
 
 
 class _JpegDataset(Dataset):
-    """Chapter 16's work per sample: decode a 512 px JPEG at half size, crop 224, label."""
+    """Chapter 16's work per sample: decode a 512 px JPEG, crop 224 x 224, a label."""
 
     def __init__(self, blobs: list[bytes], decoder: str):
         self.blobs, self.decoder = blobs, decoder
