@@ -89,3 +89,14 @@ def test_the_committed_gpu_reference_holds_every_figure_issue_34_asks_for():
     assert ref["capstone.tuned.samples_per_s"] > ref["capstone.naive.samples_per_s"]
     with pytest.raises(lk.LabkitError, match="does not exist"):
         lk.records.reference_figures("no-such-machine")
+
+
+def test_a_benchmark_record_names_each_figures_unit(tmp_path):
+    from labkit.tools.bench import record_result
+
+    result = {"benchmark": "x", "goal": "g", "copy_gb_s": {"median": 50.0, "n": 10},
+              "loop_ms_per_batch": 5.1, "waits": {"wait_fractions": [0.01, 0.2]}}
+    obs = __import__("json").loads(record_result(result, tmp_path).read_text())["observations"]
+    assert {o["name"]: o["unit"] for o in obs} == {
+        "copy_gb_s.median": "GB/s", "copy_gb_s.n": "count", "loop_ms_per_batch": "ms",
+        "waits.wait_fractions.0": "fraction", "waits.wait_fractions.1": "fraction"}

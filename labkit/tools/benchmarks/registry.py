@@ -90,7 +90,7 @@ def record_result(result: dict, folder) -> Path:
                                                                            "goal")}):
         if isinstance(value, str) and len(value) > 200:
             value = value[:197] + "..."
-        unit = next((u for suffix, u in _UNITS if suffix in key.rsplit(".", 1)[-1].lower()
-                     or suffix in key.lower()), "")
+        unit = "count" if key.endswith(".n") else next(  # .n: how many values a spread has
+            (u for suffix, u in _UNITS if suffix in key.lower()), "")
         ck.observe(key, value, unit)
     return ck.write(print_summary=False)
