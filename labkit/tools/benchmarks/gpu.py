@@ -42,6 +42,7 @@ from ...images.decode import decode_jpeg, fastest_decoder
 from ...images.gpu import gpu_decode_rate
 from ...instruments.meter import measure
 from ...instruments.stats import judge, overall
+from ...instruments.timer import best_of
 from ...loading.loaders import WORKER_TIMEOUT_S
 from ...loading.prefetchers import CudaStreamPrefetcher
 from ...optional import status
@@ -58,16 +59,8 @@ def _spread(values: list[float]) -> dict:
 
 
 def _timed(fn, repeats: int) -> list[float]:
-    """Seconds per call of ``fn``, each call followed by a device synchronise; one warm-up."""
-    out = []
-    for i in range(repeats + 1):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        if i:
-            out.append(time.perf_counter() - t0)
-    return out
+    """Seconds per call of ``fn``, the device synchronised around each; one warm-up call."""
+    return list(best_of(fn, repeats=repeats, warmup=1, sync="cuda").trials_s)
 
 
 class _Same(Dataset):
