@@ -33,6 +33,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from gpu_gate import gpu_gate
 
 from labkit.loading.loaders import worker_processes
 from labkit.loading.processes import stop_processes
@@ -93,17 +94,6 @@ def pytest_runtest_setup(item):
         if not ok:
             verdict, why = gpu_gate(probe, reason, status("cuda")[0], os.environ)
             (pytest.fail if verdict == "fail" else pytest.skip)(why)
-
-
-def gpu_gate(probe: str, reason: str, cuda: bool, env) -> tuple[str, str]:
-    """Skip or fail a GPU test whose probe cannot run. ``make test-gpu`` sets
-    ``LABKIT_REQUIRE_GPU=1``: where CUDA is there, a GPU path that cannot run fails, unless
-    its probe is in ``LABKIT_GPU_LEAVE_OUT`` (what the machine's wheel bundle cannot bring)."""
-    if env.get("LABKIT_REQUIRE_GPU") != "1" or not cuda:
-        return "skip", reason
-    if probe in env.get("LABKIT_GPU_LEAVE_OUT", "").split(","):
-        return "skip", f"left out on this GPU machine (LABKIT_GPU_LEAVE_OUT): {reason}"
-    return "fail", f"a CUDA GPU is here, but {probe!r} cannot run: {reason}"
 
 
 @pytest.hookimpl(trylast=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from gpu_gate import gpu_gate
 
 import labkit as lk
 
@@ -52,8 +53,6 @@ def test_dali_decode(ci_fixture):
 
 
 def test_make_test_gpu_fails_a_gpu_path_that_cannot_run_beside_a_gpu():
-    from conftest import gpu_gate
-
     why = "torchvision missing"
     assert gpu_gate("gpu_decode", why, cuda=False, env={"LABKIT_REQUIRE_GPU": "1"}) == (
         "skip", why)  # no GPU: a skip, with the reason
