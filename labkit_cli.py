@@ -74,6 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the figures as a record bench_NAME in DIR (labkit report)")
     b.set_defaults(command_fn="bench")
 
+    rl = sub.add_parser("roofline", help="measure this machine's data-loading ceilings "
+                        "(read, copy, hand-over, decode, S3, GPU), each with its spread")
+    rl.add_argument("names", nargs="*", metavar="CEILING",
+                    help="ceilings to measure (default: all; see --list)")
+    scale_opt(rl)
+    rl.add_argument("--json", action="store_true", help="print the ceilings as JSON")
+    rl.add_argument("--list", action="store_true", help="list the ceilings and exit")
+    rl.add_argument("--records", default=None, metavar="DIR",
+                    help="write the record 'roofline' here (default: LABKIT_RECORDS, "
+                         "else records/)")
+    rl.set_defaults(command_fn="roofline")
+
     d = sub.add_parser("diagnose", help="find what bounds your own DataLoader, and a fix")
     d.add_argument("factory", metavar="MODULE:FACTORY",
                    help="a zero-argument callable returning a DataLoader or any iterable of "

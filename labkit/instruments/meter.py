@@ -1,4 +1,4 @@
-"""The throughput meter: how fast a loader delivers, how long training waits (chapter 01 on).
+"""The throughput meter: how fast a loader delivers, how long training waits (chapter 00 on).
 
 ``measure(loader)`` iterates a loader with warm-up passes and repeats and reports samples/s,
 bytes/s, first-batch latency, per-batch latency percentiles and, given a train step, the

@@ -1,4 +1,4 @@
-"""Tools around the chapters (chapter 00): ``labkit run``, reports, benchmarks, the CLI.
+"""Tools around the chapters (ch. 00): ``labkit run``, reports, benchmarks, the roofline, the CLI.
 
 The top layer: tools may import the spine and the chapter folders, never the other way
 round (tests/test_layout.py). Its public names are
@@ -7,6 +7,7 @@ reached as ``lk.tools.NAME``.
 
 from __future__ import annotations
 
+from . import roofline  # noqa: F401 (lk.tools.roofline: measure, place, plot)
 from .bench import run_benchmark
 from .checkup import Check, doctor, format_doctor
 from .render import write_report

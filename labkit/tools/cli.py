@@ -1,6 +1,6 @@
 """The ``labkit`` command, from ``labkit fixtures`` to ``labkit lab`` (ch. 00 on).
 
-Subcommands: fixtures, env, doctor, run, report, bench, diagnose, helpers, lab.
+Subcommands: fixtures, env, doctor, run, report, bench, roofline, diagnose, helpers, lab.
 
 Every subcommand has ``--help``; bad arguments and bad input (unknown scale, notebook,
 benchmark, corrupted fixture, unwritable folder) print one clear line and exit 2.
@@ -23,11 +23,13 @@ from ..records.checkpoint import load_records
 from ..records.machine import environment, format_environment
 from ..scale import resolve_scale
 from .bench import BENCHMARKS, format_result, record_result, run_benchmark
+from .ceilings import CEILINGS
 from .checkup import doctor, format_doctor
 from .diagnose import run_diagnose
 from .helpers import chapter_helpers, format_helpers
 from .render import report_format, write_report
 from .report import comparison_rows, format_table
+from .roofline import measure as measure_roofline
 from .runner import run_notebooks
 
 
@@ -92,6 +94,20 @@ def _cmd_bench(args) -> int:
     print(json.dumps(result, indent=2) if args.json else format_result(result))
     if args.records:
         print(f"record: {record_result(result, args.records)}", file=sys.stderr)
+    return 0
+
+
+def _cmd_roofline(args) -> int:
+    if args.list:
+        for name, spec in CEILINGS.items():
+            print(f"{name:<20}{spec.label} ({spec.how})")
+        return 0
+    def progress(name):
+        print(f"measuring {name} ...", file=sys.stderr, flush=True)
+
+    roof = measure_roofline(args.names or None, _scale(args), progress=progress)
+    print(json.dumps(roof.as_dict(), indent=2) if args.json else roof.table())
+    print(f"record: {roof.write(args.records)}", file=sys.stderr)
     return 0
 
 
