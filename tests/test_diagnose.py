@@ -65,6 +65,11 @@ def test_cpu_bound_decode_says_what_no_knob_fixes():
     d = diagnose_json("heavy_decode", "--step-ms", 2, "--batches", 12)
     assert "No knob fixes this" in d["suggestion"]["why"] or lk.usable_cores() >= 10
     assert "decode_sample" in d["suggestion"]["why"]
+    # the roofline: a loader in the loop's process runs under its own work per sample, and
+    # that is what it measured (the same loader, timed twice: the noise is the gap)
+    c = d["ceiling"]
+    assert c["bound"] == "own_work" and 0.5 < c["fraction"] < 2
+    assert c["limits"] == {"own_work": pytest.approx(c["limit"])}
 
 
 def test_step_slower_than_loader_is_step_bound():
@@ -88,7 +93,7 @@ def test_text_report_and_timeline(tmp_path):
                "--timeline", png)
     assert r.returncode == 0, r.stderr
     for field in ("bound:", "loader_batches_per_s:", "step_batches_per_s:", "wait_fraction:",
-                  "hotspots", "suggestion:", "verified:"):
+                  "hotspots", "suggestion:", "verified:", "ceiling:"):
         assert field in r.stdout
     assert png.read_bytes()[:4] == b"\x89PNG"
 

@@ -134,3 +134,44 @@ def test_cli_json_gives_each_ceiling_with_spread_and_writes_the_record(tmp_path,
 def test_cli_unknown_ceiling_is_one_line_and_exit_2(capsys):
     assert main(["roofline", "tape", "--scale", "ci"]) == 2
     assert "no ceiling named 'tape'" in capsys.readouterr().err
+
+
+def test_a_chapters_own_ceiling_and_the_next_one(roof):
+    roof.add("train_step", "the train step", [900, 1000, 1100])
+    assert roof["train_step"].rate == 1000 and roof["train_step"].where == "main"
+    p = roof.place("tuned", {"jpeg_decode": 1e4, "train_step": 1}, workers=2,
+                   in_workers=["jpeg_decode"], measured=800)
+    assert p.bound == "train_step" and p.next_bound == "jpeg_decode"
+    with pytest.raises(ValueError, match="positive trials"):
+        roof.add("bad", "bad", [])
+
+
+def test_diagnose_names_the_ceiling_of_a_worker_loader():
+    from labkit.profiling.diagnosis import Diagnosis
+    from labkit.tools.diagnose import place_loader
+
+    d = Diagnosis(target="t", bound="loader", loader_batches_per_s=100.0,
+                  step_batches_per_s=None, wait_fraction=None, num_workers=2,
+                  one_process_batches_per_s=80.0, cpu_share=None, samples_per_batch=8,
+                  bytes_per_sample=1024)
+    c = place_loader(d)
+    assert c["limits"]["own_work"] == pytest.approx(min(2, lk.usable_cores()) * 80 * 8)
+    assert set(c["limits"]) == {"own_work", "handover_batch", "handover_bytes"}
+    assert c["fraction"] == pytest.approx(800 / c["limit"])
+    d.ceiling = c
+    assert "ceiling:" in str(d) and json.dumps(d.as_dict())
+
+
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_report_tables_and_draws_each_machines_placements(roof, tmp_path, fmt):
+    p = roof.place("decode", {"jpeg_decode": 1e4}, workers=2, in_workers=["jpeg_decode"],
+                   measured=15_000)
+    lk.Checkpoint("10_decode_and_augment", records_dir=tmp_path / "r").add(p).write(
+        print_summary=False)
+    out = lk.tools.write_report([tmp_path / "r"], tmp_path / f"report.{fmt}")
+    text = out.read_text()
+    assert "Roofline" in text and "10 decode" in text and "median |prediction error|" in text
+    if fmt == "md":
+        assert (tmp_path / "report-roofline.png").read_bytes()[:4] == b"\x89PNG"
+    else:
+        assert 'alt="roofline per machine"' in text

@@ -125,6 +125,8 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
 
             alone = run("measuring the loader alone", src)
             loader_bps = _batches_per_s(alone)
+            first = alone.passes[0]
+            per_batch = first.samples / first.batches if first.batches else None
             step = simulated_step(step_ms, "sleep") if step_ms else None
             step_bps = rate(1e3, step_ms) if step_ms else None
             fed = run(f"measuring the loader against a {step_ms:g} ms step", src,
@@ -198,7 +200,9 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
                      first_batch_s=alone.first_batch_s, hotspots=hs,
                      hotspots_how=how, worker_hotspots=worker_top,
                      worker_sampling=worker_how, suggestion=suggestion, verified=verified,
-                     timeline=tl_path)
+                     timeline=tl_path, samples_per_batch=per_batch,
+                     bytes_per_sample=alone.bytes_per_s / alone.samples_per_s
+                     if alone.samples_per_s else None)
 
 
 def _sample_workers(loader, step) -> tuple[list, str]:

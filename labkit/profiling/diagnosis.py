@@ -34,13 +34,16 @@ class Diagnosis:
     suggestion: dict = field(default_factory=dict)   # {"knobs": {...}, "why": "..."}
     verified: dict = field(default_factory=dict)     # {"done": bool, "how": "...", ...}
     timeline: str | None = None
+    samples_per_batch: float | None = None   # the loader's first pass: samples / batches
+    bytes_per_sample: float | None = None    # bytes of a sample as the loop receives it
+    ceiling: dict = field(default_factory=dict)  # the roofline's verdict (labkit diagnose)
 
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in (
             "target", "bound", "loader_batches_per_s", "step_batches_per_s", "wait_fraction",
             "num_workers", "one_process_batches_per_s", "cpu_share", "first_batch_s",
             "hotspots_how", "worker_hotspots", "worker_sampling", "suggestion", "verified",
-            "timeline")}
+            "timeline", "samples_per_batch", "bytes_per_sample", "ceiling")}
         d["hotspots"] = [h.as_dict() for h in self.hotspots]
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
 
@@ -95,6 +98,11 @@ class Diagnosis:
                          f"{v['bound_after']} ({v['how']})")
         else:
             lines.append(f"  verified:              no: {v.get('how', '')}")
+        if self.ceiling:
+            c = self.ceiling
+            lines.append(f"  ceiling:               {c['label']}: the loader runs at "
+                         f"{c['fraction']:.0%} of the {c['limit']:,.0f} samples/s it allows; "
+                         f"its stages predict {c['predicted']:,.0f} ({c['how']})")
         if self.timeline:
             lines.append(f"  timeline:              {self.timeline}")
         return "\n".join(lines)

@@ -225,6 +225,13 @@ def jpeg_decode(scale: str) -> list[float]:
     return best
 
 
+@ceiling("jpeg_decode_pil", "Pillow JPEG decode", "px", "core",
+         "Pillow over the images fixture, one core (the decoder most pipelines start with)")
+def jpeg_decode_pil(scale: str) -> list[float]:
+    blobs, px = _jpegs(scale)
+    return _rates(px * len(blobs), lambda: [decode_jpeg(b, "pil") for b in blobs])
+
+
 @ceiling("augment", "augmentation", "px", "core",
          "crop, resize, flip, colour, normalise in torch per sample, output pixels, one core")
 def augment(scale: str) -> list[float]:

@@ -1,5 +1,8 @@
 """``labkit diagnose MODULE:FACTORY``: ``lk.profiling.diagnose`` from the command line (ch. 13).
 
+It adds what the chapter folder cannot import: the roofline (:mod:`.roofline`), which names
+the ceiling the loader runs under and how far below it.
+
 The factory is imported by its module name (a file's folder goes on ``sys.path`` first), so
 spawn workers can import it too; the whole diagnosis runs under one wall-clock limit.
 """
@@ -14,6 +17,7 @@ from typing import Any
 
 from ..profiling.checklist import DiagnoseLimit, diagnose
 from ..profiling.diagnosis import DiagnoseError, Diagnosis
+from .roofline import measure
 
 
 def load_factory(spec: str):
@@ -47,10 +51,41 @@ def load_factory(spec: str):
     return fn
 
 
-def run_diagnose(spec: str, **kw: Any) -> Diagnosis:
-    """:func:`diagnose` on ``"module:factory"`` (what ``labkit diagnose`` runs)."""
+def run_diagnose(spec: str, *, roofline: bool = True, **kw: Any) -> Diagnosis:
+    """:func:`diagnose` on ``"module:factory"`` (what ``labkit diagnose`` runs), then, with
+    ``roofline``, the ceiling the loader runs under (:func:`place_loader`)."""
     limit = DiagnoseLimit(kw.get("time_limit_s", 120), spec)
     with limit:
         limit.phase = f"importing {spec.rpartition(':')[0]!r}"
         factory = load_factory(spec)
-    return diagnose(factory, target=spec, **kw)
+    d = diagnose(factory, target=spec, **kw)
+    if roofline:
+        d.ceiling = place_loader(d)
+    return d
+
+
+def place_loader(d: Diagnosis) -> dict:
+    """The roofline's verdict on a diagnosed loader: which ceiling it runs under, how far.
+
+    Its own work per sample is what one process delivered (``num_workers=0``): the workers
+    multiply it by ``min(num_workers, cores)``. With workers, every batch is also handed
+    over to the loop (per batch and per byte: :mod:`.ceilings`, measured now). ``{}`` when
+    the loader's figures do not allow it (no batch size, not a rate)."""
+    if not (d.samples_per_batch and d.one_process_batches_per_s and d.loader_batches_per_s):
+        return {}
+    nw = d.num_workers or 0
+    roof = measure(["handover_batch", "handover_bytes"] if nw else [])
+    roof.add("own_work", "its own work per sample",
+             [d.one_process_batches_per_s * d.samples_per_batch], where="core",
+             how="the loader in one process (num_workers=0)")
+    work = {"own_work": 1.0}
+    if nw:
+        work["handover_batch"] = 1 / d.samples_per_batch
+        if d.bytes_per_sample:
+            work["handover_bytes"] = d.bytes_per_sample
+    p = roof.place(d.target, work, workers=nw, in_workers=["own_work"] if nw else (),
+                   measured=d.loader_batches_per_s * d.samples_per_batch,
+                   bytes_per_sample=d.bytes_per_sample)
+    return {"bound": p.bound, "label": p.labels[p.bound], "limit": p.limits[p.bound],
+            "fraction": p.fraction, "predicted": p.predicted, "how": p.predicted_by,
+            "limits": p.limits, "missing": p.missing}

@@ -31,6 +31,7 @@ import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ..display.figures import agg_figure
 from ..errors import LabkitError
 from ..facilities import usable_cores
 from ..records.checkpoint import Checkpoint
@@ -114,6 +115,12 @@ class Placement:
         return min(self.limits, key=self.limits.get)
 
     @property
+    def next_bound(self) -> str | None:
+        """The stage that would bind next, were the binding one lifted (None: only one)."""
+        ranked = sorted(self.limits, key=self.limits.get)
+        return ranked[1] if len(ranked) > 1 else None
+
+    @property
     def fraction(self) -> float:
         return self.measured / self.limits[self.bound]
 
@@ -161,6 +168,20 @@ class Roofline:
             return self.ceilings[name]
         why = self.missing.get(name, "not measured in this roofline")
         raise KeyError(f"ceiling {name!r}: {why}")
+
+    def add(self, name: str, label: str, trials: Iterable[float], *, work: str = "sample",
+            where: str = "main", how: str = "measured in the chapter") -> Roofline:
+        """A ceiling measured by the chapter itself, e.g. the train step alone in samples/s
+        (``where="main"``: it runs in the loop's process; ``"device"`` for a GPU step)."""
+        trials = [float(x) for x in trials]
+        if work not in UNITS or where not in WHERE or not trials or min(trials) <= 0:
+            raise ValueError(f"ceiling {name!r}: work in {sorted(UNITS)}, where in {WHERE}, "
+                             f"and positive trials, not {work!r}, {where!r}, {trials!r}")
+        k = self.cores if where == "core" else 1
+        self.ceilings[name] = Ceiling(name, label, work, where, k * statistics.median(trials),
+                                      k * min(trials), k * max(trials), len(trials), how, k)
+        self.missing.pop(name, None)
+        return self
 
     def table(self) -> str:
         lines = [f"{'ceiling':<22}{'rate':>11} {'unit':<11}{'trials: slowest-fastest':>25}"
@@ -380,6 +401,49 @@ def placements_from_record(record: dict) -> list[Placement]:
     return out
 
 
+def newest_placements(records: Iterable[dict], *, scale: str | None = None,
+                      hostname: str | None = None, skip: Iterable[str] = ()) -> list[Placement]:
+    """The placements of each chapter's newest record (at ``scale``, from ``hostname``),
+    chapters in order: what chapter 16 and ``labkit report`` draw beside their own."""
+    newest: dict[str, dict] = {}
+    for rec in records:   # load_records gives them oldest first
+        host = rec.get("environment", {}).get("hostname")
+        if (scale in (None, rec.get("scale")) and hostname in (None, host)
+                and rec.get("chapter") not in set(skip)):
+            newest[rec.get("chapter", "")] = rec
+    return [p for ch in sorted(newest) for p in placements_from_record(newest[ch])]
+
+
+def report_rows(records: list[dict]) -> list[dict]:
+    """One row per placed pipeline of each machine's newest chapter records, per scale:
+    the table of predicted against measured that ``labkit report`` prints."""
+    rows = []
+    keys = {(rec.get("environment", {}).get("hostname"), rec.get("scale")) for rec in records}
+    for host, scale in sorted(keys, key=str):
+        for p in newest_placements(records, scale=scale, hostname=host):
+            rows.append({"machine": host, "scale": scale, "pipeline": p.name,
+                         "measured": p.measured, "bound": p.bound, "fraction": p.fraction,
+                         "predicted": p.predicted, "error": p.error, "placement": p})
+    return rows
+
+
+def report_figure(records: list[dict]):
+    """One roofline panel per machine and scale that placed pipelines (None: none did)."""
+    rows = report_rows(records)
+    panels = list(dict.fromkeys((r["machine"], r["scale"]) for r in rows))
+    if not panels:
+        return None
+    n = max(sum(1 for r in rows if (r["machine"], r["scale"]) == k) for k in panels)
+    fig = agg_figure(figsize=(9 * len(panels), 0.8 * max(2, n) + 1.4), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)
+    for ax, (host, scale) in zip(axes[0], panels, strict=True):
+        placed = [r["placement"] for r in rows if (r["machine"], r["scale"]) == (host, scale)]
+        errors = prediction_errors(placed)
+        plot_placements(placed, ax=ax, title=f"{host}, {scale}: median |prediction error| "
+                        f"{errors['median_abs_error']:.0%}")
+    return fig
+
+
 def prediction_errors(placements: Iterable[Placement]) -> dict:
     """The median absolute prediction error of ``placements``, and the ones beyond 50 %."""
     errors = {p.name: p.error for p in placements}
@@ -389,5 +453,6 @@ def prediction_errors(placements: Iterable[Placement]) -> dict:
             "beyond_50pct": sorted(k for k, e in errors.items() if abs(e) > 0.5)}
 
 
-__all__ = ["Ceiling", "Placement", "Roofline", "measure", "placements_from_record",
-           "plot_placements", "prediction_errors"]
+__all__ = ["Ceiling", "Placement", "Roofline", "measure", "newest_placements",
+           "placements_from_record", "plot_placements", "prediction_errors", "report_figure",
+           "report_rows"]
