@@ -30,6 +30,7 @@ import math
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..display.figures import agg_figure
 from ..errors import LabkitError
@@ -220,7 +221,7 @@ class Roofline:
                         "config": dict(config or {}), "note": why[:200]})
         return out
 
-    def write(self, records_dir=None) -> object:
+    def write(self, records_dir=None) -> Path:
         """This roofline as the record ``roofline`` (``labkit report`` reads it)."""
         ck = Checkpoint("roofline", scale=self.scale, records_dir=records_dir)
         ck.constraint(f"{self.cores} usable cores; each ceiling measured alone, in one "
@@ -242,7 +243,8 @@ class Roofline:
             workers: the DataLoader's ``num_workers``.
             in_workers: the ``core`` stages that run in the workers (the rest of the core
                 stages, and every ``main`` one, run in the loop's process).
-            bytes_per_sample: the sample's bytes as the loop receives it (the plot's x).
+            bytes_per_sample: the sample's bytes as the loop receives it (recorded with the
+                placement; a Measurement brings its own).
 
         What each stage allows alone: ``per core / work`` in the process it runs in
         (``x min(workers, cores)`` in the workers), ``rate / work`` for a device. The
