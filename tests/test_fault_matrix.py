@@ -57,6 +57,7 @@ import hashlib
 import os
 import pickle
 import re
+import shutil
 import signal
 import sys
 import time
@@ -623,14 +624,18 @@ def test_notebook_run_twice_in_one_kernel(labkit_env, tmp_path, monkeypatch):
 # -- the end of the session (the check itself: test_session_end.py) ---------------------------
 
 
+def copy_conftest(folder) -> None:
+    """This suite's conftest.py and the module it imports, for a pytest run in ``folder``."""
+    for name in ("conftest.py", "gpu_gate.py"):
+        shutil.copy(Path(__file__).parent / name, Path(folder) / name)
+
+
 def test_session_leftovers_check_fails_on_a_deliberate_leak(tmp_path, request):
     """A pytest run with this conftest, a test that leaks a process and a /dev/shm entry,
     and the session-last check: the run must fail and name both."""
-    import shutil
     import subprocess
 
-    tests = os.path.dirname(__file__)
-    shutil.copy(os.path.join(tests, "conftest.py"), tmp_path / "conftest.py")
+    copy_conftest(tmp_path)
     shm = f"labkit-leaktest-{os.getpid()}"
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_session_end.py").write_text(  # sorts first: the hook must move it last
@@ -673,10 +678,9 @@ def test_a_file_left_in_the_sessions_temp_folder_fails_the_run(tmp_path):
     """Every process of a session writes its temp files in the session's own folder; what a
     run leaves there, besides the few expected names, fails it and is named. A clean run's
     folder is removed."""
-    import shutil
     import subprocess
 
-    shutil.copy(os.path.join(os.path.dirname(__file__), "conftest.py"), tmp_path / "conftest.py")
+    copy_conftest(tmp_path)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_temp.py").write_text(
         "import os, subprocess, sys, tempfile\n\n\n"
@@ -713,10 +717,9 @@ def test_under_xdist_the_session_end_runs_alone_last_and_sees_any_workers_orphan
     process orphaned by either worker (a shell's background child, reparented away from
     pytest) is still named, by the session's tag."""
     pytest.importorskip("xdist")
-    import shutil
     import subprocess
 
-    shutil.copy(os.path.join(os.path.dirname(__file__), "conftest.py"), tmp_path / "conftest.py")
+    copy_conftest(tmp_path)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     stamp = f"(Path({str(tmp_path)!r}) / name).write_text(str(time.time()))"
     head = "import subprocess, time\nfrom pathlib import Path\nimport pytest\n\n\n"
