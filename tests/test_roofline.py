@@ -10,6 +10,7 @@ import torch
 
 import labkit as lk
 from labkit.tools import roofline as rl
+from labkit.tools import roofline_report as rr
 from labkit.tools.ceilings import CEILINGS
 from labkit.tools.cli import main
 
@@ -93,10 +94,10 @@ def test_placements_and_ceilings_go_through_a_record_and_back(roof, tmp_path):
     assert names["ceiling.jpeg_decode"]["config"]["lo"] == pytest.approx(180e6)
     assert names["ceiling.gpu_decode"]["value"] == "missing"
     assert names["roofline.decode.bound"]["value"] == "jpeg_decode"
-    (back,) = rl.placements_from_record(record)
+    (back,) = rr.placements_from_record(record)
     assert back.name == "16 decode" and back.fraction == pytest.approx(p.fraction, rel=1e-3)
     assert back.predicted == pytest.approx(p.predicted)
-    assert rl.prediction_errors([back])["median_abs_error"] == pytest.approx(abs(p.error))
+    assert rr.prediction_errors([back])["median_abs_error"] == pytest.approx(abs(p.error))
 
 
 def test_the_plot_draws_a_row_per_pipeline(roof):

@@ -1,4 +1,4 @@
-"""What machine and which versions a measurement ran on, as a JSON-ready dict (chapter 00).
+"""What machine and which versions a measurement ran on, as a JSON-ready dict (ch. 00, 16).
 
 Chapter 00 prints it; every checkpoint record embeds it, so that two records from two
 machines can be compared knowing why they differ. Every probe is cheap and guarded: a

@@ -3,6 +3,7 @@
 One function per ceiling, registered in :data:`CEILINGS`; each returns the rate of every
 timed trial (work per second, in one process) or raises :class:`Missing` saying why this
 machine cannot measure it. :func:`labkit.tools.roofline.measure` runs the ones asked for.
+The decode ceilings (JPEG, augmentation, video, the GPU's) are in :mod:`.ceilings_media`.
 Sizes follow the scale: under a minute in all at ci scale. Chapter 00 builds the first two
 by hand (a page-cache read, memcpy).
 """
@@ -20,18 +21,12 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .. import paths
-from ..data.fixtures import fixture, source_files
 from ..errors import LabkitError
 from ..facilities import has, why_not
-from ..images.augment import make_augment
-from ..images.decode import available_decoders, decode_jpeg, file_bytes
-from ..images.gpu import gpu_decode_rate
 from ..instruments.pagecache import evict_page_cache
 from ..instruments.timer import best_of
 from ..loading.loaders import WORKER_TIMEOUT_S
-from ..media.decoders import decode_all, video_info
 from ..objstore.store import s3_store
-from ..optional import status
 from ..tokens.windows import SAMPLERS, random_windows
 
 MIB = 2 ** 20
@@ -62,7 +57,8 @@ def ceiling(name: str, label: str, work: str, where: str, how: str):
     return register
 
 
-def _rates(work: float, fn, repeats: int = 5, sync=None) -> list[float]:
+def trial_rates(work: float, fn, repeats: int = 5, sync=None) -> list[float]:
+    """``work`` per second of each timed call of ``fn`` (one warm-up call first)."""
     return [work / s for s in best_of(fn, repeats=repeats, warmup=1, sync=sync).trials_s]
 
 
@@ -114,14 +110,14 @@ def cold_read(scale: str) -> list[float]:
          "read a cached file into a buffer, 4 MiB at a time")
 def page_cache_read(scale: str) -> list[float]:
     path, buf = _read_file(scale), bytearray(4 * MIB)
-    return _rates(path.stat().st_size, lambda: _read_all(path, buf))
+    return trial_rates(path.stat().st_size, lambda: _read_all(path, buf))
 
 
 @ceiling("memcpy", "memcpy", "B", "core", "np.copyto between two arrays of the read size")
 def memcpy(scale: str) -> list[float]:
     n = READ_MIB[scale] * MIB
     src, dst = np.ones(n, np.uint8), np.empty(n, np.uint8)
-    return _rates(n, lambda: np.copyto(dst, src))
+    return trial_rates(n, lambda: np.copyto(dst, src))
 
 
 # -- the hand-over from a worker ------------------------------------------------------------
@@ -200,79 +196,64 @@ class _Tiny(Dataset):
 def sample_fetch(scale: str) -> list[float]:
     n = {"ci": 20_000, "workshop": 50_000, "full": 100_000}[scale]
     loader = DataLoader(_Tiny(n), batch_size=256)
-    return _rates(n, lambda: [None for _ in loader])
+    return trial_rates(n, lambda: [None for _ in loader])
 
 
-# -- decode and augment, per core -----------------------------------------------------------
+class _TinyBatches(Dataset):
+    """Item ``i`` is a whole (tiny) batch: with ``batch_size=None`` the per-batch cost."""
 
-def _jpegs(scale: str) -> tuple[list[bytes], int]:
-    fx = fixture("images", scale, progress=False)
-    files = source_files(fx, ".jpg")[:{"ci": 64, "workshop": 128, "full": 256}[scale]]
-    blobs = file_bytes(files)
-    h, w, _ = decode_jpeg(blobs[0]).shape
-    return blobs, h * w
+    def __init__(self, n: int):
+        self.n, self.item = n, torch.zeros(4, 4)
 
+    def __len__(self) -> int:
+        return self.n
 
-@ceiling("jpeg_decode", "JPEG decode", "px", "core",
-         "the fastest CPU decoder here over the images fixture, one core")
-def jpeg_decode(scale: str) -> list[float]:
-    blobs, px = _jpegs(scale)
-    best = None
-    for name in available_decoders():
-        rates = _rates(px * len(blobs), lambda n=name: [decode_jpeg(b, n) for b in blobs])
-        if best is None or statistics.median(rates) > statistics.median(best):
-            best = rates
-    return best
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.item
 
 
-@ceiling("jpeg_decode_pil", "Pillow JPEG decode", "px", "core",
-         "Pillow over the images fixture, one core (the decoder most pipelines start with)")
-def jpeg_decode_pil(scale: str) -> list[float]:
-    blobs, px = _jpegs(scale)
-    return _rates(px * len(blobs), lambda: [decode_jpeg(b, "pil") for b in blobs])
+@ceiling("batch_fetch", "the DataLoader's per-batch fetch", "batch", "core",
+         "batch_size=None over a dataset whose item is a whole tiny batch, one core")
+def batch_fetch(scale: str) -> list[float]:
+    n = {"ci": 20_000, "workshop": 50_000, "full": 100_000}[scale]
+    loader = DataLoader(_TinyBatches(n), batch_size=None)
+    return trial_rates(n, lambda: [None for _ in loader])
 
 
-@ceiling("augment", "augmentation", "px", "core",
-         "crop, resize, flip, colour, normalise in torch per sample, output pixels, one core")
-def augment(scale: str) -> list[float]:
-    blobs, _ = _jpegs(scale)
-    images = [decode_jpeg(b) for b in blobs]
-    size = images[0].shape[0]
-    fn = make_augment("torch", size)
-    return _rates(size * size * len(images), lambda: [fn(i) for i in images])
+@ceiling("file_open", "a small file opened and read", "file", "core",
+         "open, read and close each 1 KiB file of a folder of 1,000, one core (page cache)")
+def file_open(scale: str) -> list[float]:
+    folder = paths.data_dir() / "roofline" / "small-files"
+    files = [folder / f"{i:04d}.bin" for i in range(1000)]
+    if not all(f.exists() for f in files):
+        folder.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            f.write_bytes(bytes(1024))
 
+    def read_all():
+        for f in files:
+            with open(f, "rb") as fh:
+                fh.read()
 
-@ceiling("video_decode", "video decode", "px", "core",
-         "every frame of the videos fixture's 1-second-keyframe files, one thread")
-def video_decode(scale: str) -> list[float]:
-    backend = next((b for b in ("torchcodec", "pyav") if status(b)[0]), None)
-    if backend is None:
-        raise Missing(f"no video decoder here: torchcodec: {status('torchcodec')[1]}; "
-                      f"PyAV: {status('pyav')[1]}")
-    fx = fixture("videos", scale, progress=False)
-    folder = source_files(fx, ".mp4")
-    files = [f for f in folder if f.name.startswith("gop025")][:2] or folder[:2]
-    px = 0
-    for f in files:
-        info = video_info(f)
-        px += info["frames"] * info["width"] * info["height"]
-    return _rates(px, lambda: [decode_all(f, backend) for f in files], repeats=3)
+    return trial_rates(len(files), read_all)
 
 
 # -- token windows --------------------------------------------------------------------------
 
 @ceiling("token_windows", "random token windows", "B", "core",
-         "batches of 8 random 1,024-token windows of a uint16 array, the fastest sampler")
+         "batches of 64 random 1,024-token windows of a uint16 array, the fastest sampler")
 def token_windows(scale: str) -> list[float]:
     n = READ_MIB[scale] * MIB // 2
     tokens = np.random.default_rng(0).integers(0, 4096, n, dtype=np.uint16)
-    batches, context, batch = 200, 1024, 8
+    # 64 windows a batch, as chapter 11's loaders take: with 8 the per-batch Python cost
+    # (drawing the starts, building the batch) hid the bytes' own rate
+    batches, context, batch = {"ci": 50, "workshop": 200, "full": 400}[scale], 1024, 64
     work = batches * batch * (context + 1) * tokens.itemsize
     best = None
     for how in SAMPLERS:
         if how == "python loop":
             continue
-        rates = _rates(work, lambda h=how: list(random_windows(tokens, context, batch, batches,
+        rates = trial_rates(work, lambda h=how: list(random_windows(tokens, context, batch, batches,
                                                                  how=h)))
         if best is None or statistics.median(rates) > statistics.median(best):
             best = rates
@@ -311,10 +292,10 @@ def _s3(scale: str) -> dict:
                 s3.get_object(Bucket="roofline", Key=key)["Body"].read()
 
         n = 40
-        out = {"request": _rates(n, lambda: get("small", n)),
-               "bytes": _rates(big, lambda: get("big"), repeats=3)}
+        out = {"request": trial_rates(n, lambda: get("small", n)),
+               "bytes": trial_rates(big, lambda: get("big"), repeats=3)}
         store.configure(latency_s=S3_LATENCY_S)
-        out["latency"] = _rates(10, lambda: get("small", 10), repeats=3)
+        out["latency"] = trial_rates(10, lambda: get("small", 10), repeats=3)
     _S3[scale] = out
     return out
 
@@ -335,43 +316,3 @@ def s3_request_latency(scale: str) -> list[float]:
          "one large GET from the loopback S3 store, no latency")
 def s3_bytes(scale: str) -> list[float]:
     return _s3(scale)["bytes"]
-
-
-# -- CUDA -----------------------------------------------------------------------------------
-
-def _cuda() -> None:
-    ok, why = status("cuda")
-    if not ok:
-        raise Missing(why)
-
-
-def _h2d(pinned: bool) -> list[float]:
-    _cuda()
-    n = 64 * MIB
-    t = torch.empty(n, dtype=torch.uint8)
-    if pinned:
-        t = t.pin_memory()
-    return _rates(n, lambda: t.to("cuda", non_blocking=pinned), repeats=10, sync="cuda")
-
-
-@ceiling("h2d_pageable", "host-to-device, pageable", "B", "device",
-         "64 MiB from ordinary memory with .to('cuda'), synchronised")
-def h2d_pageable(scale: str) -> list[float]:
-    return _h2d(False)
-
-
-@ceiling("h2d_pinned", "host-to-device, pinned", "B", "device",
-         "64 MiB from pinned memory with .to('cuda', non_blocking=True), synchronised")
-def h2d_pinned(scale: str) -> list[float]:
-    return _h2d(True)
-
-
-@ceiling("gpu_decode", "GPU JPEG decode (nvJPEG)", "px", "device",
-         "torchvision.io.decode_jpeg on the GPU, batches of 64 of the images fixture")
-def gpu_decode(scale: str) -> list[float]:
-    _cuda()
-    ok, why = status("gpu_decode")
-    if not ok:
-        raise Missing(why)
-    blobs, px = _jpegs(scale)
-    return [px * gpu_decode_rate(blobs)["samples_per_s"] for _ in range(3)]

@@ -25,7 +25,7 @@ from .report import (
     ratio,
     run_labels,
 )
-from .roofline import prediction_errors, report_figure, report_rows
+from .roofline_report import prediction_errors, report_figure, report_rows
 
 ROOFLINE_HEAD = ["machine", "scale", "pipeline", "measured samples/s", "bound by", "of it",
                  "predicted samples/s", "error"]

@@ -3,9 +3,9 @@
 A compute roofline bounds a kernel by the machine's peak FLOP/s and its memory bandwidth.
 Data loading has more ceilings, and :mod:`.ceilings` measures each on this machine with its
 spread (``labkit roofline``): a cold and a page-cache read, memcpy, the hand-over of a batch
-from a worker to the loop, the DataLoader's own cost per sample, JPEG decode and
-augmentation per core, video decode per core, random token windows, one S3 connection,
-host-to-device and GPU decode.
+from a worker to the loop, the DataLoader's own cost per sample and per batch, a small
+file opened and read, JPEG decode and augmentation per core, video decode per core, random
+token windows, one S3 connection, host-to-device and GPU decode.
 
 Each ceiling is a rate of one kind of work (bytes, pixels, batches, requests). A pipeline
 says how much of each its samples need (:meth:`Roofline.place`); each stage then allows
@@ -15,7 +15,7 @@ the stages that share a process (the loop's, or each worker's) and shares the co
 all the CPU work: the slowest of those sums, not the slowest stage alone, is what the
 pipeline should reach. Chapter 16's tuned loader, for instance::
 
-    roof = lk.tools.roofline.measure(["jpeg_decode", "augment", "handover_batch",
+    roof = lk.tools.measure_roofline(["jpeg_decode", "augment", "handover_batch",
                                       "handover_bytes"])
     placed = roof.place(m_tuned, {"jpeg_decode": 512 * 512, "augment": 224 * 224,
                                   "handover_batch": 1 / 64, "handover_bytes": 3 * 224 * 224},
@@ -32,11 +32,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..display.figures import agg_figure
 from ..errors import LabkitError
 from ..facilities import usable_cores
 from ..records.checkpoint import Checkpoint
 from ..scale import resolve_scale
+from . import ceilings_media  # noqa: F401 (registers the decode ceilings)
 from .ceilings import CEILINGS, Missing, forget
 
 # where a ceiling's work runs: "core" = CPU work that runs where the pipeline puts it (the
@@ -45,7 +45,7 @@ from .ceilings import CEILINGS, Missing, forget
 # connection or the GPU, which overlaps with CPU work and does not grow with the cores
 WHERE = ("core", "main", "device")
 UNITS = {"B": "B/s", "px": "px/s", "batch": "batches/s", "request": "requests/s",
-         "sample": "samples/s"}
+         "sample": "samples/s", "file": "files/s"}
 
 
 @dataclass(frozen=True)
@@ -380,81 +380,4 @@ def plot_placements(placements: list[Placement], ax=None, title: str = ""):
     return ax
 
 
-def placements_from_record(record: dict) -> list[Placement]:
-    """The placements a chapter's record holds (its ``roofline.NAME.*`` observations)."""
-    by: dict[str, dict] = {}
-    for obs in record.get("observations", []):
-        parts = obs["name"].split(".")
-        if parts[0] != "roofline" or len(parts) < 3:
-            continue
-        entry = by.setdefault(".".join(parts[1:-1]), {"config": obs.get("config") or {}})
-        entry[parts[-1]] = obs["value"]
-    out = []
-    for name, e in by.items():
-        cfg = e["config"]
-        limits = cfg.get("limits") or {}
-        if not limits or "samples_per_s" not in e or "predicted_samples_per_s" not in e:
-            continue
-        out.append(Placement(f"{record.get('chapter', '')[:2]} {name}".strip(),
-                             float(e["samples_per_s"]), cfg.get("bytes_per_sample"),
-                             int(cfg.get("workers") or 0), dict(limits),
-                             {k: k for k in limits}, float(e["predicted_samples_per_s"]),
-                             "from the record"))
-    return out
-
-
-def newest_placements(records: Iterable[dict], *, scale: str | None = None,
-                      hostname: str | None = None, skip: Iterable[str] = ()) -> list[Placement]:
-    """The placements of each chapter's newest record (at ``scale``, from ``hostname``),
-    chapters in order: what chapter 16 and ``labkit report`` draw beside their own."""
-    newest: dict[str, dict] = {}
-    for rec in records:   # load_records gives them oldest first
-        host = rec.get("environment", {}).get("hostname")
-        if (scale in (None, rec.get("scale")) and hostname in (None, host)
-                and rec.get("chapter") not in set(skip)):
-            newest[rec.get("chapter", "")] = rec
-    return [p for ch in sorted(newest) for p in placements_from_record(newest[ch])]
-
-
-def report_rows(records: list[dict]) -> list[dict]:
-    """One row per placed pipeline of each machine's newest chapter records, per scale:
-    the table of predicted against measured that ``labkit report`` prints."""
-    rows = []
-    keys = {(rec.get("environment", {}).get("hostname"), rec.get("scale")) for rec in records}
-    for host, scale in sorted(keys, key=str):
-        for p in newest_placements(records, scale=scale, hostname=host):
-            rows.append({"machine": host, "scale": scale, "pipeline": p.name,
-                         "measured": p.measured, "bound": p.bound, "fraction": p.fraction,
-                         "predicted": p.predicted, "error": p.error, "placement": p})
-    return rows
-
-
-def report_figure(records: list[dict]):
-    """One roofline panel per machine and scale that placed pipelines (None: none did)."""
-    rows = report_rows(records)
-    panels = list(dict.fromkeys((r["machine"], r["scale"]) for r in rows))
-    if not panels:
-        return None
-    n = max(sum(1 for r in rows if (r["machine"], r["scale"]) == k) for k in panels)
-    fig = agg_figure(figsize=(9 * len(panels), 0.8 * max(2, n) + 1.4), layout="constrained")
-    axes = fig.subplots(1, len(panels), squeeze=False)
-    for ax, (host, scale) in zip(axes[0], panels, strict=True):
-        placed = [r["placement"] for r in rows if (r["machine"], r["scale"]) == (host, scale)]
-        errors = prediction_errors(placed)
-        plot_placements(placed, ax=ax, title=f"{host}, {scale}: median |prediction error| "
-                        f"{errors['median_abs_error']:.0%}")
-    return fig
-
-
-def prediction_errors(placements: Iterable[Placement]) -> dict:
-    """The median absolute prediction error of ``placements``, and the ones beyond 50 %."""
-    errors = {p.name: p.error for p in placements}
-    if not errors:
-        return {"median_abs_error": float("nan"), "beyond_50pct": []}
-    return {"median_abs_error": statistics.median(abs(e) for e in errors.values()),
-            "beyond_50pct": sorted(k for k, e in errors.items() if abs(e) > 0.5)}
-
-
-__all__ = ["Ceiling", "Placement", "Roofline", "measure", "newest_placements",
-           "placements_from_record", "plot_placements", "prediction_errors", "report_figure",
-           "report_rows"]
+__all__ = ["Ceiling", "Placement", "Roofline", "measure", "plot_placements"]
