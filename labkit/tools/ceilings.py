@@ -177,11 +177,11 @@ def handover_bytes(scale: str) -> list[float]:
 
 # -- the DataLoader's own cost per sample -----------------------------------------------------
 
-class _Tiny(Dataset):
-    """Item ``i`` is a 4-element tensor: what is left is the DataLoader's own cost."""
+class _Same(Dataset):
+    """Item ``i`` is always ``item``: what is left to time is the DataLoader's own cost."""
 
-    def __init__(self, n: int):
-        self.n, self.item = n, torch.zeros(4)
+    def __init__(self, n: int, item: torch.Tensor):
+        self.n, self.item = n, item
 
     def __len__(self) -> int:
         return self.n
@@ -195,28 +195,15 @@ class _Tiny(Dataset):
          "one core")
 def sample_fetch(scale: str) -> list[float]:
     n = {"ci": 20_000, "workshop": 50_000, "full": 100_000}[scale]
-    loader = DataLoader(_Tiny(n), batch_size=256)
+    loader = DataLoader(_Same(n, torch.zeros(4)), batch_size=256)
     return trial_rates(n, lambda: [None for _ in loader])
-
-
-class _TinyBatches(Dataset):
-    """Item ``i`` is a whole (tiny) batch: with ``batch_size=None`` the per-batch cost."""
-
-    def __init__(self, n: int):
-        self.n, self.item = n, torch.zeros(4, 4)
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        return self.item
 
 
 @ceiling("batch_fetch", "the DataLoader's per-batch fetch", "batch", "core",
          "batch_size=None over a dataset whose item is a whole tiny batch, one core")
 def batch_fetch(scale: str) -> list[float]:
     n = {"ci": 20_000, "workshop": 50_000, "full": 100_000}[scale]
-    loader = DataLoader(_TinyBatches(n), batch_size=None)
+    loader = DataLoader(_Same(n, torch.zeros(4, 4)), batch_size=None)  # an item is a batch
     return trial_rates(n, lambda: [None for _ in loader])
 
 

@@ -7,6 +7,7 @@ counted in pixels, so a ceiling measured on the fixture's images holds for anoth
 
 from __future__ import annotations
 
+import functools
 import statistics
 
 import torch
@@ -21,6 +22,7 @@ from .ceilings import MIB, Missing, ceiling, trial_rates
 
 # -- decode and augment, per core -----------------------------------------------------------
 
+@functools.lru_cache(maxsize=1)   # four ceilings read the same files: once
 def _jpegs(scale: str) -> tuple[list[bytes], int]:
     fx = fixture("images", scale, progress=False)
     files = source_files(fx, ".jpg")[:{"ci": 64, "workshop": 128, "full": 256}[scale]]
