@@ -23,10 +23,18 @@ def checked(cell) -> bool:
     return cell.cell_type == "code" and CHECK in cell.source
 
 
+REFERENCE = "prints-a-committed-record"
+
+
 def prints_the_reference(cell) -> bool:
-    """A checked cell that prints ``reference/``'s committed GPU record: its figures come
-    from a file in the repository, not from this run's clock, so they may carry units."""
-    return "lk.records.reference_figures(" in cell.source
+    """A checked cell tagged ``prints-a-committed-record`` prints ``reference/``'s GPU
+    record: its figures come from a file in the repository, not from this run's clock, so
+    they may carry units. The tag must sit on a cell that reads that record."""
+    if REFERENCE not in cell.metadata.get("tags", ()):
+        return False
+    assert "lk.records.reference_figures(" in cell.source, (
+        f"a cell tagged {REFERENCE} must print lk.records.reference_figures(...)")
+    return True
 
 
 def strip(nb) -> bool:
