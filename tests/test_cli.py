@@ -293,3 +293,24 @@ def test_run_talks_to_its_kernels_over_ipc_and_leaves_no_socket(tmp_path, capfd)
     assert r.ok, r.error
     assert "without encryption" not in capfd.readouterr().err
     assert set(runtime.glob("labkit-*")) == before
+
+
+def test_run_on_a_machine_where_jupyter_never_ran(monkeypatch):
+    """A fresh machine has no Jupyter runtime folder: ``labkit run`` makes it (the kernel
+    died binding its first socket there, ZMQError: No such file or directory)."""
+    import tempfile
+
+    import nbformat
+
+    from labkit.tools.runner import run_notebooks
+
+    with tempfile.TemporaryDirectory(prefix="lk-rt-") as tmp:   # short: a socket path < 104
+        runtime = Path(tmp) / "never" / "runtime"
+        monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+        nbformat.write(nb, Path(tmp) / "tiny.ipynb")
+        [r] = run_notebooks([str(Path(tmp) / "tiny.ipynb")], "ci", Path(tmp) / "out", 120,
+                            echo=lambda *a: None)
+        assert r.ok, r.error
+        assert runtime.is_dir() and not list(runtime.glob("labkit-*"))

@@ -107,9 +107,12 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
             # sockets' path is absolute: by default it is relative ("kernel-ipc-N"), and the
             # kernel (started in the chapter's folder) and this client would not meet. As
             # configuration, so the client still owns (stops, cleans up) its kernel manager.
+            # Jupyter makes its runtime folder on first use; a fresh machine has none, and
+            # the kernel then dies binding its first socket there (ZMQError: No such file).
+            runtime = Path(jupyter_runtime_dir())
+            runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
             ipc = Config(KernelManager=dict(
-                transport="ipc",
-                ip=os.path.join(jupyter_runtime_dir(), f"labkit-{uuid.uuid4().hex[:12]}")))
+                transport="ipc", ip=str(runtime / f"labkit-{uuid.uuid4().hex[:12]}")))
             client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                     config=ipc if os.name == "posix" else Config(),
                                     resources={"metadata": {"path": str(nb_path.parent)}})
