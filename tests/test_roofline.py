@@ -52,6 +52,29 @@ def test_stages_in_one_process_add_up_and_devices_bind_alone(roof):
     assert p.predicted_by.endswith("alone")
 
 
+def test_a_stage_timed_alone_covers_the_ceilings_inside_it(roof):
+    """A dataset's items timed alone include their decode: the decode is drawn (how far
+    the dataset runs below the machine's ceiling) but its time is not added again."""
+    roof.add("items", "the dataset alone", [4000, 5000, 6000], where="core",
+             covers=["jpeg_decode"])
+    assert roof["items"].rate == pytest.approx(2 * 5000) and roof["items"].covers == (
+        "jpeg_decode",)
+    p = roof.place("covered", {"items": 1, "jpeg_decode": 1e4, "handover_batch": 1 / 100},
+                   workers=2, in_workers=["items", "jpeg_decode"], measured=8000)
+    assert p.covered == ("jpeg_decode",) and p.bound == "items"
+    assert p.limits["jpeg_decode"] == pytest.approx(2 * 100e6 / 1e4)    # still drawn
+    # only the items' time and the hand-over share the 2 cores: 2 / (1/5000 + 1/500000)
+    assert p.predicted == pytest.approx(2 / (2e-4 + 2e-6))
+    alone = roof.place("not covered", {"jpeg_decode": 1e4, "handover_batch": 1 / 100},
+                       workers=2, in_workers=["jpeg_decode"], measured=8000)
+    assert alone.covered == () and alone.predicted > p.predicted
+    [back] = rr.placements_from_record(
+        {"chapter": "10_x", "observations": p.as_observations()})
+    assert back.covered == ("jpeg_decode",)
+    with pytest.raises(ValueError, match="cover itself"):
+        roof.add("loop", "a loop", [1.0], covers=["loop"])
+
+
 def test_a_missing_ceiling_is_named_not_guessed(roof):
     p = roof.place("gpu", {"jpeg_decode": 1e4, "gpu_decode": 1e4}, measured=1000)
     assert p.missing == {"gpu_decode": "no GPU here"}
@@ -120,12 +143,15 @@ def test_measure_says_why_a_ceiling_is_missing_and_rejects_unknown_names():
 
 
 def test_cli_json_gives_each_ceiling_with_spread_and_writes_the_record(tmp_path, capsys):
-    assert main(["roofline", "memcpy", "handover_batch", "--scale", "ci", "--json",
-                 "--records", str(tmp_path)]) == 0
+    names = ["memcpy", "mmap_read", "handover_batch", "handover_tensor", "file_open",
+             "npy_load"]
+    assert main(["roofline", *names, "--scale", "ci", "--json", "--records", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out)
-    for name in ("memcpy", "handover_batch"):
+    for name in names:
         c = out["ceilings"][name]
-        assert c["lo"] <= c["rate"] <= c["hi"] and c["trials"] >= 3 and c["unit"]
+        assert 0 < c["lo"] <= c["rate"] <= c["hi"] and c["trials"] >= 3 and c["unit"]
+    # np.load opens and reads a file too, and parses its header besides
+    assert out["ceilings"]["npy_load"]["rate"] < out["ceilings"]["file_open"]["rate"]
     (path,) = tmp_path.glob("roofline--*.json")
     assert lk.records.read_checkpoint(path)["chapter"] == "roofline"
     assert main(["roofline", "--list"]) == 0

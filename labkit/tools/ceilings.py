@@ -113,6 +113,21 @@ def page_cache_read(scale: str) -> list[float]:
     return trial_rates(path.stat().st_size, lambda: _read_all(path, buf))
 
 
+@ceiling("mmap_read", "a read through a fresh memory map", "B", "core",
+         "map a cached file afresh (np.memmap) and copy it out 64 KiB at a time, page "
+         "faults included, one core")
+def mmap_read(scale: str) -> list[float]:
+    path, step = _read_file(scale), 64 * 1024
+
+    def read_mapped():
+        mm = np.memmap(path, np.uint8, mode="r")   # a new map: its pages fault in again
+        for lo in range(0, len(mm), step):
+            np.array(mm[lo:lo + step])
+        del mm
+
+    return trial_rates(path.stat().st_size, read_mapped)
+
+
 @ceiling("memcpy", "memcpy", "B", "core", "np.copyto between two arrays of the read size")
 def memcpy(scale: str) -> list[float]:
     n = READ_MIB[scale] * MIB
@@ -123,21 +138,25 @@ def memcpy(scale: str) -> list[float]:
 # -- the hand-over from a worker ------------------------------------------------------------
 
 class _Fresh(Dataset):
-    """A fresh tensor of ``nbytes`` per item, as a collated batch is (fresh memory to send)."""
+    """Fresh tensors per item, as a collated batch is (fresh memory to send): the first of
+    ``nbytes``, the others (``tensors - 1``) of 8 bytes, like a batch's labels."""
 
-    def __init__(self, nbytes: int, n: int):
-        self.nbytes, self.n = nbytes, n
+    def __init__(self, nbytes: int, n: int, tensors: int = 1):
+        self.nbytes, self.n, self.tensors = nbytes, n, tensors
 
     def __len__(self) -> int:
         return self.n
 
-    def __getitem__(self, i: int) -> torch.Tensor:
-        return torch.empty(self.nbytes, dtype=torch.uint8)
+    def __getitem__(self, i: int):
+        first = torch.empty(self.nbytes, dtype=torch.uint8)
+        if self.tensors == 1:
+            return first
+        return (first, *(torch.empty(1, dtype=torch.int64) for _ in range(self.tensors - 1)))
 
 
-def _handover_s(nbytes: int, batches: int, repeats: int = 3) -> list[float]:
+def _handover_s(nbytes: int, batches: int, tensors: int = 1, repeats: int = 3) -> list[float]:
     """Seconds per batch of ``batches`` pre-made batches of ``nbytes`` from one worker."""
-    loader = DataLoader(_Fresh(nbytes, batches), batch_size=None, num_workers=1,
+    loader = DataLoader(_Fresh(nbytes, batches, tensors), batch_size=None, num_workers=1,
                         prefetch_factor=4, persistent_workers=True, timeout=WORKER_TIMEOUT_S)
 
     def one_pass():
@@ -148,30 +167,44 @@ def _handover_s(nbytes: int, batches: int, repeats: int = 3) -> list[float]:
     return [s / batches for s in trials]  # the workers stop with the loader, on return
 
 
-_HANDOVER = {}  # scale -> (seconds per small batch, seconds per large batch, large bytes)
+_HANDOVER = {}  # scale -> seconds per batch: 1 small tensor, 4 small tensors, 1 large; bytes
+TENSORS = 4     # the second batch's tensors: (t4 - t1) / 3 is one tensor's cost
 
 
 def _handover(scale: str):
     if scale not in _HANDOVER:
         big = {"ci": 4, "workshop": 8, "full": 16}[scale] * MIB
-        small = _handover_s(64, {"ci": 1000, "workshop": 3000, "full": 10000}[scale])
+        n = {"ci": 1000, "workshop": 3000, "full": 10000}[scale]
+        one, four = _handover_s(64, n), _handover_s(64, n, tensors=TENSORS)
         large = _handover_s(big, {"ci": 60, "workshop": 120, "full": 240}[scale])
-        _HANDOVER[scale] = (small, large, big)
+        _HANDOVER[scale] = (one, four, large, big)
     return _HANDOVER[scale]
 
 
+def _per_tensor_s(scale: str) -> list[float]:
+    one, four, _, _ = _handover(scale)
+    return [max((f - o) / (TENSORS - 1), 1e-9) for o, f in zip(one, four, strict=True)]
+
+
 @ceiling("handover_batch", "a batch from a worker", "batch", "main",
-         "one worker hands over pre-made 64-byte batches (the per-batch cost)")
+         "one worker hands over pre-made 64-byte batches, one tensor each (the per-batch cost)")
 def handover_batch(scale: str) -> list[float]:
-    small, _, _ = _handover(scale)
-    return [1 / s for s in small]
+    one, _, _, _ = _handover(scale)
+    return [1 / o for o in one]
+
+
+@ceiling("handover_tensor", "another tensor in a batch from a worker", "tensor", "main",
+         f"batches of {TENSORS} small tensors against batches of 1, from one worker: each "
+         "tensor is a shared-memory segment and a file descriptor of its own")
+def handover_tensor(scale: str) -> list[float]:
+    return [1 / s for s in _per_tensor_s(scale)]
 
 
 @ceiling("handover_bytes", "bytes from a worker", "B", "main",
          "one worker hands over fresh 4-16 MiB tensors, less the per-batch cost")
 def handover_bytes(scale: str) -> list[float]:
-    small, large, big = _handover(scale)
-    per_batch = min(small)
+    one, _, large, big = _handover(scale)
+    per_batch = min(one)
     return [big / max(s - per_batch, 1e-9) for s in large]
 
 
@@ -223,6 +256,24 @@ def file_open(scale: str) -> list[float]:
                 fh.read()
 
     return trial_rates(len(files), read_all)
+
+
+@ceiling("npy_load", "a small .npy file loaded", "file", "core",
+         "np.load of each 1 KiB .npy file of a folder of 1,000 (open, header parse, read, "
+         "close), one core (page cache)")
+def npy_load(scale: str) -> list[float]:
+    folder = paths.data_dir() / "roofline" / "small-npy"
+    files = [folder / f"{i:04d}.npy" for i in range(1000)]
+    if not all(f.exists() for f in files):
+        folder.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            np.save(f, np.zeros(256, np.float32))
+
+    def load_all():
+        for f in files:
+            np.load(f)
+
+    return trial_rates(len(files), load_all)
 
 
 # -- token windows --------------------------------------------------------------------------

@@ -13,15 +13,21 @@ says how much of each its samples need (:meth:`Roofline.place`); each stage then
 measured rate over it is how close the pipeline runs to its ceiling. The prediction adds
 the stages that share a process (the loop's, or each worker's) and shares the cores among
 all the CPU work: the slowest of those sums, not the slowest stage alone, is what the
-pipeline should reach. Chapter 16's tuned loader, for instance::
+pipeline should reach. Chapter 16's tuned loader, for instance (a batch of two tensors,
+images and labels: ``handover_batch`` is a batch of one, ``handover_tensor`` each more)::
 
     roof = lk.tools.measure_roofline(["jpeg_decode", "augment", "handover_batch",
-                                      "handover_bytes"])
+                                      "handover_tensor", "handover_bytes"])
     placed = roof.place(m_tuned, {"jpeg_decode": 512 * 512, "augment": 224 * 224,
-                                  "handover_batch": 1 / 64, "handover_bytes": 3 * 224 * 224},
+                                  "handover_batch": 1 / 64, "handover_tensor": 1 / 64,
+                                  "handover_bytes": 3 * 224 * 224},
                         workers=2, in_workers=("jpeg_decode", "augment"))
     print(placed)   # 6,100 samples/s: 83 % of JPEG decode per core x 2 cores ...
     ckpt.add(placed)
+
+Where a dataset's own Python per sample is the cost (no machine ceiling times it), a chapter
+times the dataset alone and adds it with ``roof.add(..., covers=[...])``: the machine
+ceilings inside it are drawn but not added twice (chapters 02-08, 12).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from .ceilings import CEILINGS, Missing, forget
 # connection or the GPU, which overlaps with CPU work and does not grow with the cores
 WHERE = ("core", "main", "device")
 UNITS = {"B": "B/s", "px": "px/s", "batch": "batches/s", "request": "requests/s",
-         "sample": "samples/s", "file": "files/s"}
+         "sample": "samples/s", "file": "files/s", "tensor": "tensors/s"}
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,7 @@ class Ceiling:
     trials: int
     how: str
     cores: int = 1      # the multiplier of a core ceiling (1 for the others)
+    covers: tuple[str, ...] = ()   # stages whose time this one's measurement includes
 
     @property
     def unit(self) -> str:
@@ -110,6 +117,7 @@ class Placement:
     predicted: float
     predicted_by: str
     missing: dict[str, str] = field(default_factory=dict)
+    covered: tuple[str, ...] = ()   # stages drawn, but inside another stage's time
 
     @property
     def bound(self) -> str:
@@ -144,6 +152,7 @@ class Placement:
         key = f"roofline.{name or self.name}"
         cfg = {"workers": self.workers, "bytes_per_sample": self.bytes_per_sample,
                "limits": {k: round(v, 1) for k, v in self.limits.items()},
+               "predicted_by": self.predicted_by, "covered": list(self.covered),
                **(config or {})}
         rows = [(f"{key}.samples_per_s", self.measured, "samples/s"),
                 (f"{key}.bound", self.bound, ""),
@@ -171,16 +180,26 @@ class Roofline:
         raise KeyError(f"ceiling {name!r}: {why}")
 
     def add(self, name: str, label: str, trials: Iterable[float], *, work: str = "sample",
-            where: str = "main", how: str = "measured in the chapter") -> Roofline:
+            where: str = "main", how: str = "measured in the chapter",
+            covers: Iterable[str] = ()) -> Roofline:
         """A ceiling measured by the chapter itself, e.g. the train step alone in samples/s
-        (``where="main"``: it runs in the loop's process; ``"device"`` for a GPU step)."""
+        (``where="main"``: it runs in the loop's process; ``"device"`` for a GPU step).
+
+        ``covers``: the ceilings whose work this measurement already includes, e.g. a
+        dataset's ``__getitem__`` timed alone covers its page-cache read. A placement still
+        draws a covered stage (how far the pipeline runs below the machine's own ceiling)
+        but does not add its time again."""
         trials = [float(x) for x in trials]
         if work not in UNITS or where not in WHERE or not trials or min(trials) <= 0:
             raise ValueError(f"ceiling {name!r}: work in {sorted(UNITS)}, where in {WHERE}, "
                              f"and positive trials, not {work!r}, {where!r}, {trials!r}")
+        covers = tuple(covers)
+        if name in covers:
+            raise ValueError(f"ceiling {name!r} cannot cover itself")
         k = self.cores if where == "core" else 1
         self.ceilings[name] = Ceiling(name, label, work, where, k * statistics.median(trials),
-                                      k * min(trials), k * max(trials), len(trials), how, k)
+                                      k * min(trials), k * max(trials), len(trials), how, k,
+                                      covers)
         self.missing.pop(name, None)
         return self
 
@@ -251,7 +270,8 @@ class Roofline:
         prediction is the lowest of: the loop's process (the sum of its stages' seconds),
         the workers (the sum of theirs, over ``min(workers, cores)``), all the CPU work
         sharing the cores (every core and main stage's seconds, over the cores) and each
-        device. A stage whose ceiling is missing here is left out of both, and named.
+        device. A stage whose ceiling is missing here is left out of both, and named; one
+        that another stage present *covers* (:meth:`add`) is drawn but not summed.
         """
         if hasattr(pipeline, "samples_per_s"):
             name, measured = pipeline.name, pipeline.samples_per_s
@@ -273,6 +293,8 @@ class Roofline:
         if in_workers and not workers:
             raise ValueError(f"{name!r}: in_workers needs workers >= 1")
         parallel = min(workers, self.cores) if workers else 1
+        covered = {c for stage in per_sample if stage in self.ceilings
+                   for c in self.ceilings[stage].covers if c in per_sample}
         limits, labels, missing = {}, {}, {}
         t_main = t_workers = 0.0
         device = {}
@@ -284,17 +306,19 @@ class Roofline:
             if work <= 0:
                 raise ValueError(f"{name!r}: work per sample for {stage!r} must be > 0")
             if c.where == "core" and stage in in_workers:
-                t_workers += work / c.per_process
+                t_workers += 0 if stage in covered else work / c.per_process
                 limits[stage] = parallel * c.per_process / work
                 labels[stage] = f"{c.label} per core x {parallel}"
             elif c.where in ("core", "main"):
                 if stage in in_workers:
                     raise ValueError(f"{name!r}: {stage!r} always runs in the loop's process")
-                t_main += work / c.per_process
+                t_main += 0 if stage in covered else work / c.per_process
                 limits[stage] = c.per_process / work
                 labels[stage] = f"{c.label}" + (" on one core" if c.where == "core" else "")
             else:
-                limits[stage] = device[stage] = c.rate / work
+                limits[stage] = c.rate / work
+                if stage not in covered:
+                    device[stage] = limits[stage]
                 labels[stage] = c.label
         if not limits:
             raise ValueError(f"{name!r}: none of {sorted(per_sample)} is measured here: "
@@ -308,7 +332,7 @@ class Roofline:
             bounds[f"all CPU work sharing {self.cores} cores"] = self.cores / (t_main + t_workers)
         by = min(bounds, key=bounds.get)
         return Placement(name, float(measured), bytes_per_sample, workers, limits, labels,
-                         bounds[by], by, missing)
+                         bounds[by], by, missing, tuple(sorted(covered)))
 
     def plot(self, placements: Iterable[Placement] = (), ax=None, title: str | None = None):
         """The roofline: each pipeline a row, each stage's ceiling a tick at the samples/s
@@ -363,7 +387,7 @@ def plot_placements(placements: list[Placement], ax=None, title: str = ""):
         for stage, limit in p.limits.items():
             bound = stage == p.bound
             ax.plot([limit, limit], [row - 0.3, row + 0.3], color="C3" if bound else "0.6",
-                    lw=3 if bound else 1.2)
+                    lw=3 if bound else 1.2, ls=":" if stage in p.covered else "-")
             ax.annotate(stage, (limit, row - 0.32), fontsize=7, ha="left", va="bottom",
                         rotation=20, color="C3" if bound else "0.4")
         ax.plot([p.measured], [row], "o", color="C0")
@@ -375,7 +399,8 @@ def plot_placements(placements: list[Placement], ax=None, title: str = ""):
     ax.set_ylim(-0.9, len(placements) - 0.4)
     ax.invert_yaxis()
     ax.set_xlabel("samples/s (ticks: what each stage allows; thick: the one that binds; "
-                  "dot: measured; ring: predicted)", fontsize=8)
+                  "dotted: inside another stage's time; dot: measured; ring: predicted)",
+                  fontsize=8)
     ax.set_title(title)
     return ax
 

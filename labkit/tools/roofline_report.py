@@ -35,7 +35,8 @@ def placements_from_record(record: dict) -> list[Placement]:
                              float(e["samples_per_s"]), cfg.get("bytes_per_sample"),
                              int(cfg.get("workers") or 0), dict(limits),
                              {k: k for k in limits}, float(e["predicted_samples_per_s"]),
-                             "from the record"))
+                             cfg.get("predicted_by") or "from the record",
+                             covered=tuple(cfg.get("covered") or ())))
     return out
 
 
