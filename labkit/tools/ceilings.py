@@ -240,15 +240,21 @@ def batch_fetch(scale: str) -> list[float]:
     return trial_rates(n, lambda: [None for _ in loader])
 
 
-@ceiling("file_open", "a small file opened and read", "file", "core",
-         "open, read and close each 1 KiB file of a folder of 1,000, one core (page cache)")
-def file_open(scale: str) -> list[float]:
-    folder = paths.data_dir() / "roofline" / "small-files"
-    files = [folder / f"{i:04d}.bin" for i in range(1000)]
+def _small_files(name: str, suffix: str, write: Callable[[Path], object]) -> list[Path]:
+    """A folder of 1,000 small files in the data folder, each written once by ``write``."""
+    folder = paths.data_dir() / "roofline" / name
+    files = [folder / f"{i:04d}{suffix}" for i in range(1000)]
     if not all(f.exists() for f in files):
         folder.mkdir(parents=True, exist_ok=True)
         for f in files:
-            f.write_bytes(bytes(1024))
+            write(f)
+    return files
+
+
+@ceiling("file_open", "a small file opened and read", "file", "core",
+         "open, read and close each 1 KiB file of a folder of 1,000, one core (page cache)")
+def file_open(scale: str) -> list[float]:
+    files = _small_files("small-files", ".bin", lambda f: f.write_bytes(bytes(1024)))
 
     def read_all():
         for f in files:
@@ -262,12 +268,7 @@ def file_open(scale: str) -> list[float]:
          "np.load of each 1 KiB .npy file of a folder of 1,000 (open, header parse, read, "
          "close), one core (page cache)")
 def npy_load(scale: str) -> list[float]:
-    folder = paths.data_dir() / "roofline" / "small-npy"
-    files = [folder / f"{i:04d}.npy" for i in range(1000)]
-    if not all(f.exists() for f in files):
-        folder.mkdir(parents=True, exist_ok=True)
-        for f in files:
-            np.save(f, np.zeros(256, np.float32))
+    files = _small_files("small-npy", ".npy", lambda f: np.save(f, np.zeros(256, np.float32)))
 
     def load_all():
         for f in files:
