@@ -24,10 +24,6 @@ images and labels: ``handover_batch`` is a batch of one, ``handover_tensor`` eac
                         workers=2, in_workers=("jpeg_decode", "augment"))
     print(placed)   # 6,100 samples/s: 83 % of JPEG decode per core x 2 cores ...
     ckpt.add(placed)
-
-Where a dataset's own Python per sample is the cost (no machine ceiling times it), a chapter
-times the dataset alone and adds it with ``roof.add(..., covers=[...])``: the machine
-ceilings inside it are drawn but not added twice (chapters 02-08, 12).
 """
 
 from __future__ import annotations
@@ -184,11 +180,8 @@ class Roofline:
             covers: Iterable[str] = ()) -> Roofline:
         """A ceiling measured by the chapter itself, e.g. the train step alone in samples/s
         (``where="main"``: it runs in the loop's process; ``"device"`` for a GPU step).
-
-        ``covers``: the ceilings whose work this measurement already includes, e.g. a
-        dataset's ``__getitem__`` timed alone covers its page-cache read. A placement still
-        draws a covered stage (how far the pipeline runs below the machine's own ceiling)
-        but does not add its time again."""
+        ``covers``: the ceilings its time includes (a dataset timed alone, in chapters 02-08
+        and 12, covers its read): a placement draws them, dotted, but does not add them."""
         trials = [float(x) for x in trials]
         if work not in UNITS or where not in WHERE or not trials or min(trials) <= 0:
             raise ValueError(f"ceiling {name!r}: work in {sorted(UNITS)}, where in {WHERE}, "
@@ -398,9 +391,8 @@ def plot_placements(placements: list[Placement], ax=None, title: str = ""):
     ax.set_xscale("log")
     ax.set_ylim(-0.9, len(placements) - 0.4)
     ax.invert_yaxis()
-    ax.set_xlabel("samples/s (ticks: what each stage allows; thick: the one that binds; "
-                  "dotted: inside another stage's time; dot: measured; ring: predicted)",
-                  fontsize=8)
+    ax.set_xlabel("samples/s (ticks: what each stage allows; thick: the one that binds; dotted:"
+                  " inside another stage's time; dot: measured; ring: predicted)", fontsize=8)
     ax.set_title(title)
     return ax
 
