@@ -167,30 +167,32 @@ def _handover_s(nbytes: int, batches: int, tensors: int = 1, repeats: int = 3) -
     return [s / batches for s in trials]  # the workers stop with the loader, on return
 
 
-_HANDOVER = {}  # scale -> seconds per batch: 1 small tensor, 4 small tensors, 1 large; bytes
+_HANDOVER: dict = {}  # (scale, what) -> seconds per batch: "one" small tensor, "four", "large"
 TENSORS = 4     # the second batch's tensors: (t4 - t1) / 3 is one tensor's cost
+BIG_MIB = {"ci": 4, "workshop": 8, "full": 16}
 
 
-def _handover(scale: str):
-    if scale not in _HANDOVER:
-        big = {"ci": 4, "workshop": 8, "full": 16}[scale] * MIB
+def _handover(scale: str, what: str) -> list[float]:
+    """One of the three hand-over runs, each made once per measure and only when asked for
+    (``labkit diagnose`` asks for the batch and the bytes, not the tensor)."""
+    if (scale, what) not in _HANDOVER:
         n = {"ci": 1000, "workshop": 3000, "full": 10000}[scale]
-        one, four = _handover_s(64, n), _handover_s(64, n, tensors=TENSORS)
-        large = _handover_s(big, {"ci": 60, "workshop": 120, "full": 240}[scale])
-        _HANDOVER[scale] = (one, four, large, big)
-    return _HANDOVER[scale]
+        _HANDOVER[scale, what] = (
+            _handover_s(64, n) if what == "one" else
+            _handover_s(64, n, tensors=TENSORS) if what == "four" else
+            _handover_s(BIG_MIB[scale] * MIB, {"ci": 60, "workshop": 120, "full": 240}[scale]))
+    return _HANDOVER[scale, what]
 
 
 def _per_tensor_s(scale: str) -> list[float]:
-    one, four, _, _ = _handover(scale)
+    one, four = _handover(scale, "one"), _handover(scale, "four")
     return [max((f - o) / (TENSORS - 1), 1e-9) for o, f in zip(one, four, strict=True)]
 
 
 @ceiling("handover_batch", "a batch from a worker", "batch", "main",
          "one worker hands over pre-made 64-byte batches, one tensor each (the per-batch cost)")
 def handover_batch(scale: str) -> list[float]:
-    one, _, _, _ = _handover(scale)
-    return [1 / o for o in one]
+    return [1 / o for o in _handover(scale, "one")]
 
 
 @ceiling("handover_tensor", "another tensor in a batch from a worker", "tensor", "main",
@@ -203,9 +205,8 @@ def handover_tensor(scale: str) -> list[float]:
 @ceiling("handover_bytes", "bytes from a worker", "B", "main",
          "one worker hands over fresh 4-16 MiB tensors, less the per-batch cost")
 def handover_bytes(scale: str) -> list[float]:
-    one, _, large, big = _handover(scale)
-    per_batch = min(one)
-    return [big / max(s - per_batch, 1e-9) for s in large]
+    big, per_batch = BIG_MIB[scale] * MIB, min(_handover(scale, "one"))
+    return [big / max(s - per_batch, 1e-9) for s in _handover(scale, "large")]
 
 
 # -- the DataLoader's own cost per sample -----------------------------------------------------
