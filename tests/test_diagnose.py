@@ -58,6 +58,7 @@ def test_slow_read_gets_more_workers_than_cores_and_is_verified():
     assert d["suggestion"]["knobs"]["num_workers"] >= 3  # 16 ms batches for a 4 ms step
     v = d["verified"]
     assert v["done"] and "called the factory" in v["how"]
+    assert d["tensors_per_batch"] == 1 and d["samples_per_batch"] == 8
     assert v["wait_fraction_after"] < v["wait_fraction_before"]
 
 

@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 from labkit.instruments import meter
 from labkit.instruments.measurement import Measurement, Pass, compare, rate, wait_fraction
 from labkit.instruments.meter import measure, simulated_step, uniform_batch_size
-from labkit.loading.batch import batch_len, batch_nbytes, make_sizer
+from labkit.loading.batch import batch_len, batch_nbytes, batch_tensors, make_sizer
 
 BATCH = 4
 BATCH_COUNTS = [1, 2, 63, 64, 65, 1000]
@@ -439,6 +439,14 @@ def test_batch_nbytes():
     assert batch_nbytes(["h\u00e9", ("x",)]) == 4  # utf-8 bytes of strings
     assert batch_nbytes([torch.zeros(2, dtype=torch.int16)] * 3) == 12
     assert batch_nbytes(None) == 0 and batch_nbytes(7) == 0
+
+
+def test_batch_tensors_counts_what_a_worker_hands_over_one_by_one():
+    assert batch_tensors(torch.zeros(4, 8)) == 1
+    assert batch_tensors((torch.zeros(4), torch.arange(4))) == 2
+    assert batch_tensors({"x": torch.zeros(2), "meta": {"y": [torch.ones(1)] * 3}, "k": ["a"]}) == 4
+    # numpy arrays, bytes and strings travel inside the pickle, not as tensors
+    assert batch_tensors([np.zeros(3), b"ab", "s", 7, None]) == 0
 
 
 def test_one_rate_and_one_wait_fraction():

@@ -187,6 +187,12 @@ def test_diagnose_names_the_ceiling_of_a_worker_loader():
     assert c["fraction"] == pytest.approx(800 / c["limit"])
     d.ceiling = c
     assert "ceiling:" in str(d) and json.dumps(d.as_dict())
+    # images and labels: the second tensor of each batch crosses on its own
+    d.tensors_per_batch = 2
+    c2 = place_loader(d)
+    assert set(c2["limits"]) == {"own_work", "handover_batch", "handover_tensor",
+                                 "handover_bytes"}
+    assert c2["limits"]["handover_tensor"] > 0 and c2["limit"] <= c2["limits"]["own_work"]
 
 
 @pytest.mark.parametrize("fmt", ["md", "html"])

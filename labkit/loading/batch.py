@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
+
 _SCALARS = (str, bytes, bytearray, memoryview, int, float, bool)
 
 
@@ -107,4 +109,16 @@ def batch_nbytes(batch: Any) -> int:
         return sum(batch_nbytes(v) for v in batch.values())
     if isinstance(batch, (tuple, list)):
         return sum(batch_nbytes(v) for v in batch)
+    return 0
+
+
+def batch_tensors(batch: Any) -> int:
+    """How many torch tensors ``batch`` holds (recursive): a worker hands each one over to
+    the loop as a shared-memory segment of its own (``handover_tensor``, chapter 13)."""
+    if isinstance(batch, torch.Tensor):
+        return 1
+    if isinstance(batch, Mapping):
+        return sum(batch_tensors(v) for v in batch.values())
+    if isinstance(batch, (tuple, list)):
+        return sum(batch_tensors(v) for v in batch)
     return 0

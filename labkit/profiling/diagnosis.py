@@ -36,6 +36,7 @@ class Diagnosis:
     timeline: str | None = None
     samples_per_batch: float | None = None   # the loader's first pass: samples / batches
     bytes_per_sample: float | None = None    # bytes of a sample as the loop receives it
+    tensors_per_batch: int | None = None     # torch tensors in a batch (images, labels: 2)
     ceiling: dict = field(default_factory=dict)  # the roofline's verdict (labkit diagnose)
 
     def as_dict(self) -> dict:
@@ -43,7 +44,8 @@ class Diagnosis:
             "target", "bound", "loader_batches_per_s", "step_batches_per_s", "wait_fraction",
             "num_workers", "one_process_batches_per_s", "cpu_share", "first_batch_s",
             "hotspots_how", "worker_hotspots", "worker_sampling", "suggestion", "verified",
-            "timeline", "samples_per_batch", "bytes_per_sample", "ceiling")}
+            "timeline", "samples_per_batch", "bytes_per_sample", "tensors_per_batch",
+            "ceiling")}
         d["hotspots"] = [h.as_dict() for h in self.hotspots]
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
 

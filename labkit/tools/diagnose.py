@@ -69,18 +69,23 @@ def place_loader(d: Diagnosis) -> dict:
 
     Its own work per sample is what one process delivered (``num_workers=0``): the workers
     multiply it by ``min(num_workers, cores)``. With workers, every batch is also handed
-    over to the loop (per batch and per byte: :mod:`.ceilings`, measured now). ``{}`` when
+    over to the loop (per batch, per tensor past the first, and per byte: :mod:`.ceilings`,
+    measured now). ``{}`` when
     the loader's figures do not allow it (no batch size, not a rate)."""
     if not (d.samples_per_batch and d.one_process_batches_per_s and d.loader_batches_per_s):
         return {}
     nw = d.num_workers or 0
-    roof = measure(["handover_batch", "handover_bytes"] if nw else [])
+    more = (d.tensors_per_batch or 1) - 1   # tensors past the first: each crosses on its own
+    roof = measure(["handover_batch", "handover_bytes"] + (["handover_tensor"] if more else [])
+                   if nw else [])
     roof.add("own_work", "its own work per sample",
              [d.one_process_batches_per_s * d.samples_per_batch], where="core",
              how="the loader in one process (num_workers=0)")
     work = {"own_work": 1.0}
     if nw:
         work["handover_batch"] = 1 / d.samples_per_batch
+        if more:
+            work["handover_tensor"] = more / d.samples_per_batch
         if d.bytes_per_sample:
             work["handover_bytes"] = d.bytes_per_sample
     p = roof.place(d.target, work, workers=nw, in_workers=["own_work"] if nw else (),
