@@ -64,6 +64,34 @@ def test_make_test_gpu_fails_a_gpu_path_that_cannot_run_beside_a_gpu():
     assert verdict == "skip" and "LABKIT_GPU_LEAVE_OUT" in msg
 
 
+def test_make_test_gpu_fails_a_chapter_whose_gpu_cells_did_not_run(tmp_path):
+    from labkit.tools.benchmarks.gpu import GPU_CHAPTERS, gpu_cells_not_run
+
+    def record(chapter, *said):
+        rec = lk.Checkpoint(chapter, records_dir=tmp_path)
+        for value, note in said:
+            rec.observe("gpu_paths", value, "", note=note)
+        rec.observe("x", 1, "count").write(print_summary=False)
+
+    record("09_prefetch", ("ran", None))
+    record("10_decode_and_augment", ("skipped", "torchvision missing"))
+    record("13_profiling")
+    record("15_video_and_audio", ("skipped", "NVDEC needs torchcodec's CUDA build"))
+    problems = gpu_cells_not_run(tmp_path)
+    assert problems == ["10_decode_and_augment: GPU cells skipped: torchvision missing",
+                        "13_profiling: its record says nothing of its GPU cells (gpu_paths)",
+                        "15_video_and_audio: GPU cells skipped: NVDEC needs torchcodec's CUDA "
+                        "build",
+                        "16_capstone: no record (it did not reach its checkpoint cell)"]
+    # what the machine cannot bring is left out; only the chapters asked for are checked
+    assert gpu_cells_not_run(tmp_path, ["09_prefetch", "15_video_and_audio"],
+                             leave_out=["media_gpu"]) == []
+    # every one of them says it, in its checkpoint cell
+    for chapter in GPU_CHAPTERS:
+        text = (lk.paths.REPO_ROOT / "notebooks" / f"{chapter}.ipynb").read_text()
+        assert 'rec.observe(\\"gpu_paths\\"' in text, chapter
+
+
 def test_bench_gpu_without_cuda_says_why_and_records_it(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("checks the CPU-only behaviour")
@@ -99,3 +127,35 @@ def test_a_benchmark_record_names_each_figures_unit(tmp_path):
     assert {o["name"]: o["unit"] for o in obs} == {
         "copy_gb_s.median": "GB/s", "copy_gb_s.n": "count", "loop_ms_per_batch": "ms",
         "waits.wait_fractions.0": "fraction", "waits.wait_fractions.1": "fraction"}
+
+
+def test_the_gpu_wheel_bundle_is_whole():
+    """.ci/gpu-bundle fetches its list with --no-deps for a server without a registry: every
+    requirement of a listed distribution (at the version .venv has) must be listed too, or be
+    one the server has (.ci/gpu-server-has.txt). A dependency that a new release adds fails
+    here, not on the GPU machine."""
+    import importlib.metadata as md
+    import re
+
+    from packaging.requirements import Requirement
+
+    def names(path):
+        text = (lk.paths.REPO_ROOT / ".ci" / path).read_text()
+        return {re.sub(r"[-_.]+", "-", n).lower()
+                for n in (line.split("#")[0].strip() for line in text.splitlines()) if n}
+
+    listed, has = names("gpu-bundle.txt"), names("gpu-server-has.txt")
+    assert {"nbval", "ipykernel", "kornia", "albumentations"} <= listed and "torch" in has
+    missing = []
+    for dist in sorted(listed):
+        try:  # what another platform's or version's environment lacks is not judged here
+            requires = md.requires(dist) or []
+        except md.PackageNotFoundError:
+            continue
+        for line in requires:
+            req = Requirement(line)
+            if req.marker and not req.marker.evaluate({"extra": ""}):
+                continue  # an extra's, or another platform's
+            if re.sub(r"[-_.]+", "-", req.name).lower() not in listed | has:
+                missing.append(f"{dist} needs {req.name}")
+    assert missing == []

@@ -23,6 +23,10 @@ a real GPU's with ``labkit report records/ reference/<machine>``. Without CUDA i
 
 NVDEC (chapter 15) is not here: PyPI's torchcodec is a CPU build, and its CUDA build comes
 only from PyTorch's own wheel index; ``lk.status("media_gpu")`` says so on the machine.
+
+``make test-gpu`` also runs the chapters with GPU cells (:data:`GPU_CHAPTERS`: 09, 10, 13,
+15, 16) under nbval; each chapter's record says in ``gpu_paths`` whether its GPU cells ran,
+and :func:`gpu_cells_not_run` turns a "skipped" beside the GPU into a failure.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from ...instruments.timer import best_of
 from ...loading.loaders import WORKER_TIMEOUT_S
 from ...loading.prefetchers import CudaStreamPrefetcher
 from ...optional import status
+from ...records.checkpoint import load_records
 from .registry import benchmark
 
 WAIT_GOAL = 0.05  # seed 000: "GPU util 95 %+"
@@ -308,3 +313,31 @@ def gpu() -> dict:
                     higher_is_better=False)
     v = overall(result["tuned_wait_fraction_verdict"])
     return result | {"verdict": v, "goal_met": v == "pass"}
+
+
+#: The chapters with GPU cells, and the probe (``lk.status``) each one's GPU path needs.
+#: Each records ``gpu_paths``: "ran", or "skipped" with the reason.
+GPU_CHAPTERS = {"09_prefetch": "cuda", "10_decode_and_augment": "gpu_decode",
+                "13_profiling": "cuda", "15_video_and_audio": "media_gpu",
+                "16_capstone": "cuda"}
+
+
+def gpu_cells_not_run(records_dir, chapters=tuple(GPU_CHAPTERS), leave_out=()) -> list[str]:
+    """``make test-gpu``'s check after ``chapters`` ran beside a GPU: one line for each whose
+    newest record under ``records_dir`` is missing, has no ``gpu_paths``, or says its GPU
+    cells did not run (with the reason it gave). A chapter whose probe is in ``leave_out``
+    (what the machine cannot bring) is not asked. Empty: every GPU cell ran."""
+    newest = {r["chapter"]: r for r in load_records(records_dir)}  # oldest first
+    problems = []
+    for chapter in chapters:
+        if GPU_CHAPTERS.get(chapter, "cuda") in leave_out:
+            continue
+        record = newest.get(chapter)
+        said = [o for o in (record or {}).get("observations", []) if o["name"] == "gpu_paths"]
+        if record is None:
+            problems.append(f"{chapter}: no record (it did not reach its checkpoint cell)")
+        elif not said:
+            problems.append(f"{chapter}: its record says nothing of its GPU cells (gpu_paths)")
+        elif said[-1]["value"] != "ran":
+            problems.append(f"{chapter}: GPU cells {said[-1]['value']}: {said[-1]['note']}")
+    return problems
