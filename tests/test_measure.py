@@ -449,6 +449,13 @@ def test_batch_tensors_counts_what_a_worker_hands_over_one_by_one():
     assert batch_tensors([np.zeros(3), b"ab", "s", 7, None]) == 0
 
 
+def test_the_meter_counts_the_tensors_a_batch_holds():
+    loader = DataLoader(TensorDataset(torch.zeros(16, 3), torch.arange(16)), batch_size=4)
+    assert measure(loader, repeats=1).tensors_per_batch == 2  # images and labels
+    assert measure(lambda: iter([{"x": torch.zeros(4), "k": ["a"] * 4}] * 3),
+                   repeats=1).tensors_per_batch == 1
+
+
 def test_one_rate_and_one_wait_fraction():
     """The meter and the dashboard share these two definitions (no 0.0 for an empty loop)."""
     assert rate(10, 2.0) == 5.0 and rate(10, 0.0) != rate(10, 0.0)  # NaN

@@ -38,6 +38,7 @@ class Pass:
     wait: np.ndarray  # data-wait per batch 1..n-1 (s)
     compute: np.ndarray  # step time per batch 0..n-1 (s); empty without a step
     stride: int = 1  # batches per clock read after the first 64 (see GROUP_PERIOD_S)
+    tensors: int = 0  # torch tensors in the first batch: a worker hands each over on its own
 
     @property
     def samples_per_s(self) -> float:
@@ -94,6 +95,12 @@ class Measurement:
         p = self.passes[0]
         per_sample = p.nbytes / p.samples if p.samples else 0.0
         return self.samples_per_s * per_sample
+
+    @property
+    def tensors_per_batch(self) -> int:
+        """Torch tensors in a batch (images and labels: 2), from the first pass's first batch:
+        with workers, each crosses to the loop on its own (the roofline's handover_tensor)."""
+        return self.passes[0].tensors
 
     @property
     def first_batch_s(self) -> float:

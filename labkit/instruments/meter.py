@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..loading.batch import batch_nbytes, make_sizer
+from ..loading.batch import batch_nbytes, batch_tensors, make_sizer
 from .measurement import Measurement, Pass
 
 
@@ -217,6 +217,7 @@ def _one_pass(
                 f"batch_size={batch_size} was declared, but the first batch holds "
                 f"{sizes_first} samples; pass the right batch_size or none")
         nbytes_per_sample = batch_nbytes(first) / max(sizes_first, 1)
+        tensors = batch_tensors(first)
         rest = it if max_batches is None else islice(it, max(max_batches - 1, 0))
         last = first
         del first
@@ -234,12 +235,12 @@ def _one_pass(
         del it
     return stamped_pass(t_start, recv, ends if step is not None else None, samples=samples,
                         first_samples=sizes_first, nbytes_per_sample=nbytes_per_sample,
-                        batches=1 + n_rest, stride=stride)
+                        batches=1 + n_rest, stride=stride, tensors=tensors)
 
 
 def stamped_pass(t_start: float, recv: list[float], ends: list[float] | None, *, samples: int,
                  first_samples: int, nbytes_per_sample: float, batches: int | None = None,
-                 stride: int = 1) -> Pass:
+                 stride: int = 1, tensors: int = 0) -> Pass:
     """A :class:`Pass` from a loop's stamps, by the definitions in this module's docstring.
 
     ``recv[i]``: when batch ``i`` arrived (after the first 64, with ``stride`` > 1: when a
@@ -266,6 +267,7 @@ def stamped_pass(t_start: float, recv: list[float], ends: list[float] | None, *,
         first_batch_s=float(r[0] - t_start), epoch_s=float(e[-1] - t_start),
         steady_s=float(e[-1] - e[0]), steady_samples=samples - first_samples,
         wait=wait, compute=(e - r) if ends is not None else np.empty(0), stride=stride,
+        tensors=tensors,
     )
 
 

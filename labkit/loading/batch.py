@@ -1,4 +1,4 @@
-"""How many samples and bytes a batch holds, for any batch a loader yields (chapter 01 on).
+"""How many samples, bytes and tensors a batch holds, for any batch a loader yields (ch. 01 on).
 
 The meter calls the sizer once per batch, so :func:`make_sizer` inspects the first batch
 and returns a specialised function (``len`` of the right element) instead of walking the
@@ -7,7 +7,7 @@ structure every time: this keeps the meter's overhead to tens of nanoseconds a b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -97,28 +97,31 @@ def batch_len(batch: Any) -> int:
     return make_sizer(batch)(batch)
 
 
+def _leaves(batch: Any) -> Iterator[Any]:
+    """What ``batch`` holds below its mappings, tuples and lists (arrays, tensors, bytes, ...)."""
+    if isinstance(batch, Mapping):
+        batch = batch.values()
+    elif not isinstance(batch, (tuple, list)) or hasattr(batch, "nbytes"):
+        yield batch
+        return
+    for v in batch:
+        yield from _leaves(v)
+
+
 def batch_nbytes(batch: Any) -> int:
     """Total bytes of the arrays, tensors, bytes and strings in ``batch`` (recursive)."""
-    if hasattr(batch, "nbytes"):
-        return int(batch.nbytes)
-    if isinstance(batch, (bytes, bytearray, memoryview)):
-        return len(batch)
-    if isinstance(batch, str):
-        return len(batch.encode())
-    if isinstance(batch, Mapping):
-        return sum(batch_nbytes(v) for v in batch.values())
-    if isinstance(batch, (tuple, list)):
-        return sum(batch_nbytes(v) for v in batch)
-    return 0
+    total = 0
+    for leaf in _leaves(batch):
+        if hasattr(leaf, "nbytes"):
+            total += int(leaf.nbytes)
+        elif isinstance(leaf, (bytes, bytearray, memoryview)):
+            total += len(leaf)
+        elif isinstance(leaf, str):
+            total += len(leaf.encode())
+    return total
 
 
 def batch_tensors(batch: Any) -> int:
     """How many torch tensors ``batch`` holds (recursive): a worker hands each one over to
-    the loop as a shared-memory segment of its own (``handover_tensor``, chapter 13)."""
-    if isinstance(batch, torch.Tensor):
-        return 1
-    if isinstance(batch, Mapping):
-        return sum(batch_tensors(v) for v in batch.values())
-    if isinstance(batch, (tuple, list)):
-        return sum(batch_tensors(v) for v in batch)
-    return 0
+    the loop as a shared-memory segment of its own (``handover_tensor``; the meter, ch. 13)."""
+    return sum(isinstance(leaf, torch.Tensor) for leaf in _leaves(batch))

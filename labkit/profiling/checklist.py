@@ -21,7 +21,6 @@ from pathlib import Path
 from ..facilities import usable_cores
 from ..instruments.measurement import rate
 from ..instruments.meter import measure, simulated_step
-from ..loading.batch import batch_tensors
 from ..loading.loaders import worker_processes
 from ..loading.processes import stop_processes
 from ..optional import status
@@ -139,11 +138,7 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
             limit.phase = "profiling the data path in this process"
             inproc = rebuild_loader(obj, num_workers=0) if is_dl else factory()
             how = "cProfile, this process, num_workers=0" if is_dl else "cProfile, this process"
-            it = iter(inproc)
-            # its tensors: a worker hands each over on its own (the roofline's handover_tensor)
-            tensors = batch_tensors(next(it, None))
-            hs, t = profile_in_process(it, max(2, min(batches, 20)))
-            it = None
+            hs, t = profile_in_process(iter(inproc), max(2, min(batches, 20)))
             # on a busy machine CPU work gets less than a core: judge against what it can get
             avail = cpu_available()
             cpu_share = min(1.0, t["cpu_s"] / t["wall_s"] / avail) if t["wall_s"] > 0 else None
@@ -205,7 +200,8 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40,
                      first_batch_s=alone.first_batch_s, hotspots=hs,
                      hotspots_how=how, worker_hotspots=worker_top,
                      worker_sampling=worker_how, suggestion=suggestion, verified=verified,
-                     timeline=tl_path, samples_per_batch=per_batch, tensors_per_batch=tensors,
+                     timeline=tl_path, samples_per_batch=per_batch,
+                     tensors_per_batch=alone.tensors_per_batch,
                      bytes_per_sample=alone.bytes_per_s / alone.samples_per_s
                      if alone.samples_per_s else None)
 

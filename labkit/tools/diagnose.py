@@ -70,8 +70,8 @@ def place_loader(d: Diagnosis) -> dict:
     Its own work per sample is what one process delivered (``num_workers=0``): the workers
     multiply it by ``min(num_workers, cores)``. With workers, every batch is also handed
     over to the loop (per batch, per tensor past the first, and per byte: :mod:`.ceilings`,
-    measured now). ``{}`` when
-    the loader's figures do not allow it (no batch size, not a rate)."""
+    measured now). ``{}`` when the loader's figures do not allow it (no batch size, not a
+    rate)."""
     if not (d.samples_per_batch and d.one_process_batches_per_s and d.loader_batches_per_s):
         return {}
     nw = d.num_workers or 0
