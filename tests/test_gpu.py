@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from gpu_gate import gpu_gate
@@ -88,8 +90,9 @@ def test_make_test_gpu_fails_a_chapter_whose_gpu_cells_did_not_run(tmp_path):
                              leave_out=["media_gpu"]) == []
     # every one of them says it, in its checkpoint cell
     for chapter in GPU_CHAPTERS:
-        text = (lk.paths.REPO_ROOT / "notebooks" / f"{chapter}.ipynb").read_text()
-        assert 'rec.observe(\\"gpu_paths\\"' in text, chapter
+        cells = json.loads((lk.paths.REPO_ROOT / "notebooks" / f"{chapter}.ipynb").read_text())
+        code = "".join("".join(c["source"]) for c in cells["cells"] if c["cell_type"] == "code")
+        assert 'rec.observe("gpu_paths"' in code, chapter
 
 
 def test_bench_gpu_without_cuda_says_why_and_records_it(tmp_path):
@@ -99,7 +102,7 @@ def test_bench_gpu_without_cuda_says_why_and_records_it(tmp_path):
 
     r = run_benchmark("gpu")
     assert r["verdict"] == "skipped" and "CUDA" in r["skipped"]
-    rec = __import__("json").loads(record_result(r, tmp_path).read_text())
+    rec = json.loads(record_result(r, tmp_path).read_text())
     assert rec["chapter"] == "bench_gpu"
     assert {o["name"] for o in rec["observations"]} >= {"skipped", "verdict"}
 
@@ -123,7 +126,7 @@ def test_a_benchmark_record_names_each_figures_unit(tmp_path):
 
     result = {"benchmark": "x", "goal": "g", "copy_gb_s": {"median": 50.0, "n": 10},
               "loop_ms_per_batch": 5.1, "waits": {"wait_fractions": [0.01, 0.2]}}
-    obs = __import__("json").loads(record_result(result, tmp_path).read_text())["observations"]
+    obs = json.loads(record_result(result, tmp_path).read_text())["observations"]
     assert {o["name"]: o["unit"] for o in obs} == {
         "copy_gb_s.median": "GB/s", "copy_gb_s.n": "count", "loop_ms_per_batch": "ms",
         "waits.wait_fractions.0": "fraction", "waits.wait_fractions.1": "fraction"}
