@@ -33,13 +33,22 @@ class BreaksAt(Dataset):
     ``hang_s``: a read that never returns). In the main process (``num_workers=0``) it does
     nothing of the sort, so a test cannot take down pytest itself by mistake. ``stamp``: a
     file the worker writes ``time.time()`` to just before it breaks.
+
+    ``after_s``: the worker first waits this long, so that the main thread is already
+    blocked waiting for a batch when the worker dies. torch's SIGCHLD handler raises its
+    error wherever the main thread is; a death in the loader's first milliseconds can land
+    inside ``multiprocessing.Queue.put`` (torch sending indices), where the error can leave
+    the queue's lock held and ``del it`` then hangs forever, or inside torch's first
+    ``record_function``, which swallows it (chapter 03, "A death at a bad moment"). A test
+    that pins the usual path waits; one CI run hung without it.
     """
 
     def __init__(self, n: int = 64, bad: int = 10, how: str = "exit", hang_s: float = 3600,
-                 stamp: str | None = None):
+                 stamp: str | None = None, after_s: float = 0.0):
         if how not in BREAKS:
             raise ValueError(f"how={how!r}: one of {', '.join(BREAKS)}")
         self.n, self.bad, self.how, self.hang_s, self.stamp = n, bad, how, hang_s, stamp
+        self.after_s = after_s
         self.parent = os.getpid()
 
     def __len__(self) -> int:
@@ -47,6 +56,7 @@ class BreaksAt(Dataset):
 
     def __getitem__(self, i: int) -> int:
         if i == self.bad and os.getpid() != self.parent:
+            time.sleep(self.after_s)
             if self.stamp:
                 Path(self.stamp).write_text(repr(time.time()))
             if self.how == "exit":
@@ -59,7 +69,8 @@ class BreaksAt(Dataset):
         return i
 
 
-def _break_here(context: str, how: str, timeout: float, bad: int, stamp: str) -> dict:
+def _break_here(context: str, how: str, timeout: float, bad: int, stamp: str,
+                after_s: float = 0.0) -> dict:
     """One epoch over ``BreaksAt`` through torch's own DataLoader (2 workers), in this
     process; what torch raised, when, and how many workers ``del it`` left."""
     import multiprocessing
@@ -70,8 +81,8 @@ def _break_here(context: str, how: str, timeout: float, bad: int, stamp: str) ->
 
     if context == "forkserver":  # the server imports torch once; its workers start at once
         multiprocessing.set_forkserver_preload(["faulty_datasets"])
-    loader = DataLoader(BreaksAt(how=how, bad=bad, stamp=stamp), batch_size=4, num_workers=2,
-                        timeout=timeout, multiprocessing_context=context)
+    loader = DataLoader(BreaksAt(how=how, bad=bad, stamp=stamp, after_s=after_s), batch_size=4,
+                        num_workers=2, timeout=timeout, multiprocessing_context=context)
     got, error, t_error = [], None, None
     it = None
     try:
@@ -93,19 +104,36 @@ def _break_here(context: str, how: str, timeout: float, bad: int, stamp: str) ->
 
 
 def break_a_loader(context: str, how: str, timeout: float, *, bad: int = 0,
-                   limit_s: float = 120) -> dict:
-    """Run :func:`_break_here` in a Python process of its own and return its result."""
+                   after_s: float = 0.0, limit_s: float = 120) -> dict:
+    """Run :func:`_break_here` in a Python process of its own and return its result.
+
+    Should that process hang, ``faulthandler`` writes every thread's stack to its stderr
+    shortly before ``limit_s`` and ends it, and the error shows where it stood. Its output
+    goes to files, not pipes: a worker left behind would hold a pipe open. It runs in a
+    session of its own, which is killed whole at the end, so no worker outlives it."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        stamp = os.path.join(tmp, "broke")
-        code = ("import json, faulty_datasets as f; print(json.dumps(f._break_here("
-                f"{context!r}, {how!r}, {timeout!r}, {bad!r}, {stamp!r})))")
+        stamp, out, err = (os.path.join(tmp, name) for name in ("broke", "out", "err"))
+        code = (f"import faulthandler; faulthandler.dump_traceback_later({limit_s - 10!r}, "
+                "exit=True)\n"
+                "import json, faulty_datasets as f; print(json.dumps(f._break_here("
+                f"{context!r}, {how!r}, {timeout!r}, {bad!r}, {stamp!r}, {after_s!r})))")
         path = os.pathsep.join([str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")])
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=limit_s, env={**os.environ, "PYTHONPATH": path})
-    if r.returncode != 0 or not r.stdout.strip():
-        raise AssertionError(f"exit status {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}")
-    out = json.loads(r.stdout.strip().splitlines()[-1])
-    out["stderr"] = r.stderr
-    return out
+        with open(out, "w") as o, open(err, "w") as e:
+            p = subprocess.Popen([sys.executable, "-c", code], stdout=o, stderr=e,
+                                 env={**os.environ, "PYTHONPATH": path}, start_new_session=True)
+            try:
+                p.wait(timeout=limit_s)
+            finally:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)  # its workers, should any be left
+                except ProcessLookupError:
+                    pass
+                p.wait()
+        stdout, stderr = Path(out).read_text(), Path(err).read_text()
+    if p.returncode != 0 or not stdout.strip():
+        raise AssertionError(f"exit status {p.returncode}\n{stdout}\n{stderr[-8000:]}")
+    result = json.loads(stdout.strip().splitlines()[-1])
+    result["stderr"] = stderr
+    return result

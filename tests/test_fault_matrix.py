@@ -449,8 +449,11 @@ _DEAD = r"^DataLoader worker \(pid(\(s\))? \d+\) (exited unexpectedly|is killed 
 def test_worker_crash_is_a_runtime_error_and_del_it_leaves_no_worker(context, how, timeout):
     """A worker dies reading its first item (no batch of its in flight). fork and spawn
     workers are this process's children: SIGCHLD reports the death in seconds. A forkserver
-    worker is the fork server's child: torch finds it dead only when timeout= runs out."""
-    r = break_a_loader(context, how, timeout)
+    worker is the fork server's child: torch finds it dead only when timeout= runs out.
+
+    The worker dies 1 s in, with the main thread waiting for a batch: a death in the first
+    milliseconds can hang ``del it`` for good (see ``BreaksAt``; chapter 03)."""
+    r = break_a_loader(context, how, timeout, after_s=1.0)
     assert r["error"] and r["error"]["type"] == "RuntimeError", r
     assert re.search(_DEAD, r["error"]["message"]), r
     if context == "forkserver":
