@@ -1,4 +1,4 @@
-"""Datasets that break their DataLoader worker on purpose (the fault matrix, test_loaders).
+"""Datasets that break their DataLoader worker on purpose (the fault matrix).
 
 In a module of their own, not in a test file, so that spawn and forkserver workers can
 import them by name (a class defined in a test function, like one defined in a notebook
