@@ -209,6 +209,16 @@ def test_stop_mid_run_shuts_down_torch_workers():
     assert new_children(before) == []
 
 
+def test_a_dashboard_run_counts_a_batchs_tensors_as_the_meter_does():
+    def pairs(cfg):
+        return DataLoader(torch.utils.data.TensorDataset(torch.zeros(16, 3), torch.arange(16)),
+                          batch_size=cfg["batch_size"])
+
+    row = Dashboard(pairs, knobs={"batch_size": [4]}).run_sync()
+    assert row.tensors_per_batch == 2  # images and labels, as lk.measure counts them
+    assert Dashboard(list_loader, knobs=KNOBS).run_sync(batch_size=4).tensors_per_batch == 0
+
+
 def test_dashboard_run_sync_refreshes_plot_and_table():
     dash = Dashboard(list_loader, knobs=KNOBS, title="Chapter 01")
     assert type(dash.controls["pin_memory"]).__name__ == "Checkbox"

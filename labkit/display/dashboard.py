@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import LabkitError
 from ..instruments.measurement import Measurement, rate, wait_fraction
 from ..instruments.meter import stamped_pass, step_name, timed_steps
-from ..loading.batch import batch_nbytes, make_sizer
+from ..loading.batch import batch_nbytes, batch_tensors, make_sizer
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ class DashboardModel:
         recv: list[float] = []  # when each batch arrived, and when its step was done: the
         ends: list[float] = []  # run's clock, with the callbacks' time taken out
         win, win_start, off = _Tally(), 0.0, 0.0
-        first: dict = {}  # the first batch's samples and bytes per sample
+        first: dict = {}  # the first batch's samples, bytes per sample and tensors (lk.measure's)
         samples, status, loader = 0, "done", None
         t0 = clock()
 
@@ -193,7 +193,8 @@ class DashboardModel:
             if not first:
                 sizer = make_sizer(batch)
                 k = sizer(batch)
-                first.update(sizer=sizer, samples=k, nbytes=batch_nbytes(batch) / max(k, 1))
+                first.update(sizer=sizer, samples=k, nbytes=batch_nbytes(batch) / max(k, 1),
+                             tensors=batch_tensors(batch))
             k = first["sizer"](batch)
             samples += k
             win.add(k, got - (ends[-1] if ends else t0), done - got)
@@ -235,7 +236,8 @@ class DashboardModel:
                 gc.collect()  # a re-raised worker error holds the iterator in a reference cycle
             p = stamped_pass(t0, recv, ends if self.step is not None else None,
                              samples=samples, first_samples=first.get("samples", 0),
-                             nbytes_per_sample=first.get("nbytes", 0.0))
+                             nbytes_per_sample=first.get("nbytes", 0.0),
+                             tensors=first.get("tensors", 0))
             result = DashboardRun(name=f"run {n}", config=dict(cfg), passes=[p],
                                   step=step_name(self.step), run=n, status=status)
             with self._lock:
