@@ -31,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import matrix
 import psutil
 import pytest
 from gpu_gate import gpu_gate
@@ -288,6 +289,7 @@ def pytest_configure(config):
         "markers", f"{SESSION_LAST}: run after everything else in the session (the tests in "
         f"{SESSION_END}: the leak check, the chapters' records)")
     _state["xdist_worker"] = hasattr(config, "workerinput")
+    matrix.check_expected_torch()
     if not _xdist_worker():  # the session's own tag, even inside another session's test
         os.environ[SESSION_TAG] = f"{os.getpid()}-{time.time_ns()}"
         _own_temp_folder()
@@ -472,11 +474,17 @@ def _longest_first(items: list) -> list:
 _FILE_TIMES: dict[str, float] = {}
 
 
+def pytest_report_header(config):
+    return matrix.header()
+
+
 def pytest_runtest_logreport(report):
-    """Sum each file's setup, call and teardown times (in the controller under xdist)."""
+    """Sum each file's setup, call and teardown times (in the controller under xdist), and
+    count each outcome into the tested matrix's cell (tests/matrix.py)."""
     if not _xdist_worker():
         name = report.nodeid.split("::")[0]
         _FILE_TIMES[name] = _FILE_TIMES.get(name, 0.0) + report.duration
+        matrix.count(report)
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -600,12 +608,14 @@ def session_leftovers(request):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """After the whole suite, notebooks included: no shared-memory segment left behind.
+    """After the whole suite, notebooks included: the tested matrix's record written
+    (tests/matrix.py), and no shared-memory segment left behind.
 
     Not in an xdist worker: one that finishes first would count the other's live entries.
     """
     if _xdist_worker():
         return
+    matrix.write(exitstatus)
     before = getattr(session.config, "_labkit_shm", set())
     gc.collect()  # garbage holding semaphores is not a leak (see session_leftovers)
     deadline = time.monotonic() + float(os.environ.get("LABKIT_LEAK_GRACE_S", LEAK_GRACE_S))

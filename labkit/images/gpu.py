@@ -1,23 +1,43 @@
-"""GPU decode and augmentation paths: nvJPEG via torchvision, kornia on CUDA, DALI (ch. 10, 15).
+"""GPU decode and augmentation paths: nvJPEG via torchcodec, kornia on CUDA, DALI (ch. 10, 15).
 
 Every path here is guarded: ``lk.status("gpu_decode")``, ``lk.status("kornia_gpu")`` and
 ``lk.status("dali")`` say whether it can run and, if not, why (no CUDA, a CPU-only torch, a
-torchvision that does not load against this torch, DALI not installed). Nothing here
-imports torchvision or DALI at module import: a torchvision wheel built for another torch
-can fail with any exception, not only ImportError, so every probe catches everything and
-reports it.
+torchcodec or torchvision that does not load against this torch, DALI not installed).
+Nothing here imports torchcodec, torchvision or DALI at module import: a wheel built for
+another torch can fail with any exception, not only ImportError, so every probe catches
+everything and reports it.
+
+nvJPEG decode goes through torchcodec's ``decode_jpeg(..., device="cuda")`` (torchcodec 0.16
+and newer, a CUDA build): torchvision 0.29 deprecated its own ``torchvision.io.decode_jpeg``
+for it (a DeprecationWarning naming torchcodec 0.16). torchvision's is the fallback, for a
+torchcodec older than 0.16. Their defaults differ, and chapter 10 states it: torchcodec
+decodes to RGB unless told otherwise (torchvision keeps the file's channels, ``UNCHANGED``),
+turns the image as its EXIF orientation says (torchvision only with
+``apply_exif_orientation=True``) and can return uint16 (``output_dtype``); both give uint8
+CHW tensors by default. Both calls here ask for RGB, so they agree on the fixture's files.
 """
 
 from __future__ import annotations
+
+import functools
+import io
 
 from ..errors import LabkitError
 from ..instruments.timer import best_of
 from ..optional import check, library_status, status
 from .augment import torchvision_install
 
-#: NVIDIA DALI is CUDA-only (the ``gpu`` extra), one wheel per CUDA major version.
-DALI_INSTALL = ("pip install nvidia-dali-cuda120 (or -cuda130 for CUDA 13; see "
-                "https://docs.nvidia.com/deeplearning/dali)")
+#: NVIDIA DALI is CUDA-only, one wheel per CUDA major version: the one for this torch's.
+DALI_INSTALL = ("pip install nvidia-dali-cuda130 for a CUDA 13 torch (PyPI's 2.11-2.15), "
+                "nvidia-dali-cuda120 for a CUDA 12 one (see the README, \"GPU\")")
+
+
+def dali_distribution() -> str:
+    """The DALI wheel that goes with this torch's CUDA major (the ``gpu`` extras)."""
+    import torch
+
+    return "nvidia-dali-cuda120" if (torch.version.cuda or "").startswith("12.") else \
+        "nvidia-dali-cuda130"
 
 
 def _requires(dist: str, modules: tuple[str, ...], install: str, device=None,
@@ -32,11 +52,53 @@ def _requires(dist: str, modules: tuple[str, ...], install: str, device=None,
     return ok, f"{why}, {reason}" if ok else why
 
 
+@functools.cache
+def _torchcodec_nvjpeg(device: str) -> str | None:
+    """``None`` if torchcodec's ``decode_jpeg`` decodes on ``device``, else why not: a
+    16x16 JPEG made here, decoded there (a CPU build or a torchcodec before 0.16 cannot)."""
+    try:
+        import torch
+        from PIL import Image
+        from torchcodec.decoders import decode_jpeg
+
+        buf = io.BytesIO()
+        Image.new("RGB", (16, 16), (200, 30, 30)).save(buf, format="JPEG")
+        out = decode_jpeg([torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)],
+                          mode="RGB", device=device)[0]
+    except Exception as e:  # noqa: BLE001 - an old or CPU torchcodec fails in many ways
+        return f"{type(e).__name__}: {' '.join(str(e).split())[:160]}"
+    return None if out.is_cuda else f"the decoded image came back on {out.device}"
+
+
+@functools.cache
+def _nvjpeg(device: str):
+    """``(library, decode)`` for nvJPEG on ``device``, or ``(None, why not)``."""
+    why_not = _torchcodec_nvjpeg(device)
+    if why_not is None:
+        from torchcodec.decoders import decode_jpeg
+
+        return "torchcodec", functools.partial(decode_jpeg, mode="RGB", device=device)
+    ok, why = library_status("torchvision", "torchvision", "torchvision.io",
+                             install=torchvision_install())
+    if not ok:
+        return None, f"torchcodec's decode_jpeg cannot ({why_not}); nor torchvision's: {why}"
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    return "torchvision", functools.partial(decode_jpeg, mode=ImageReadMode.RGB, device=device)
+
+
 @check("gpu_decode")
 def _gpu_decode_status(device=None) -> tuple[bool, str]:
-    """``(True, detail)`` if nvJPEG decode via ``torchvision.io.decode_jpeg`` can run."""
-    return _requires("torchvision", ("torchvision", "torchvision.io"), torchvision_install(),
-                     device)
+    """``(True, detail)`` if nvJPEG decode can run: torchcodec's ``decode_jpeg`` on the
+    device, else torchvision's."""
+    ok, reason = status("cuda", device=device)
+    if not ok:
+        return False, reason
+    library, how = _nvjpeg(str(device or "cuda"))
+    if library is None:
+        return False, how
+    version = library_status(library, install="")[1]
+    return True, f"nvJPEG through {library}'s decode_jpeg ({version}), {reason}"
 
 
 @check("kornia_gpu")
@@ -48,34 +110,44 @@ def _kornia_gpu_status(device=None) -> tuple[bool, str]:
 @check("dali")
 def _dali_status(device=None) -> tuple[bool, str]:
     """``(True, detail)`` if NVIDIA DALI and a CUDA device are both here."""
-    return _requires("nvidia-dali-cuda120", ("nvidia.dali",), DALI_INSTALL, device,
+    return _requires(dali_distribution(), ("nvidia.dali",), DALI_INSTALL, device,
                      label="NVIDIA DALI")
 
 
+def _decoder(device):
+    ok, reason = _gpu_decode_status(device)
+    if not ok:
+        raise LabkitError(f"GPU JPEG decode cannot run here: {reason}")
+    return _nvjpeg(str(device))[1]
+
+
 def nvjpeg_decode(blobs: list[bytes], device="cuda"):
-    """Decode a list of JPEG byte strings on the GPU in one batched call (nvJPEG).
+    """Decode a list of JPEG byte strings on the GPU in one batched call (nvJPEG), as RGB.
 
     Returns a list of uint8 CHW CUDA tensors. Raises :class:`~labkit.LabkitError` with the
     reason when the path cannot run here.
     """
-    ok, reason = _gpu_decode_status(device)
-    if not ok:
-        raise LabkitError(f"GPU JPEG decode cannot run here: {reason}")
     import torch
-    from torchvision.io import ImageReadMode, decode_jpeg
 
-    data = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs]
-    return decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+    decode = _decoder(device)
+    return decode([torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs])
 
 
 def gpu_decode_rate(blobs: list[bytes], batch_size: int = 64, device="cuda",
                     repeats: int = 3) -> dict:
-    """Images/s of batched nvJPEG decode over ``blobs`` (best of ``repeats``, synchronised)."""
-    nvjpeg_decode(blobs[:batch_size], device)  # warm-up: CUDA context, nvJPEG handles
+    """Images/s of batched nvJPEG decode over ``blobs`` (best of ``repeats``, synchronised).
+    The bytes are wrapped as tensors and the decoder looked up before the clock starts: the
+    clock holds the decode calls alone."""
+    import torch
+
+    decode = _decoder(device)
+    batches = [[torch.frombuffer(bytearray(b), dtype=torch.uint8)
+                for b in blobs[lo:lo + batch_size]] for lo in range(0, len(blobs), batch_size)]
+    decode(batches[0])  # warm-up: CUDA context, nvJPEG handles
 
     def decode_all():
-        for lo in range(0, len(blobs), batch_size):
-            nvjpeg_decode(blobs[lo:lo + batch_size], device)
+        for batch in batches:
+            decode(batch)
 
     best = best_of(decode_all, repeats=repeats, warmup=0, sync=str(device)).best_s
     return {"images": len(blobs), "batch_size": batch_size, "seconds": best,

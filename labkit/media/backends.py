@@ -17,10 +17,14 @@ import shutil
 from ..optional import check, library_status, status
 
 #: What to install when torchcodec cannot find FFmpeg's libraries (printed by ``make lab``).
+#: Which FFmpeg majors each loads, read off the wheels' per-major libraries
+#: (``libtorchcodec_core4.so`` ... ``core8``; ``core9`` from torchcodec 0.16, SPDL 0.8's
+#: ``libspdl_ffmpeg4-9``).
+FFMPEG_VERSIONS = "FFmpeg 4-8 for torchcodec 0.13, 4-9 for torchcodec 0.16+ and SPDL 0.8"
 FFMPEG_INSTALL = (
-    "install FFmpeg's shared libraries (torchcodec loads them; FFmpeg 4-7): "
+    f"install FFmpeg's shared libraries (torchcodec and SPDL load them; {FFMPEG_VERSIONS}): "
     "`sudo apt-get install ffmpeg` (Debian/Ubuntu), `brew install ffmpeg` (macOS) or "
-    "`conda install -c conda-forge \"ffmpeg<8\"`")
+    "`conda install -c conda-forge \"ffmpeg<9\"`")
 
 
 @check("torchcodec")

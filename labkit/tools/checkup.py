@@ -29,6 +29,7 @@ from pathlib import Path
 import psutil
 
 from ..facilities import has, hidden, usable_cores, why_not
+from ..media.backends import FFMPEG_VERSIONS
 from ..optional import status
 from ..records.table import text_table
 
@@ -97,9 +98,9 @@ def _ffmpeg() -> Check:
     if ok:
         return Check("FFmpeg libs", True, reason)
     return Check("FFmpeg libs", False, reason,
-                 "chapter 15 needs FFmpeg 4-7's shared libraries: apt-get install ffmpeg "
-                 "(Debian/Ubuntu), brew install ffmpeg (macOS) or "
-                 "conda install -c conda-forge 'ffmpeg<8'")
+                 f"chapter 15 needs FFmpeg's shared libraries ({FFMPEG_VERSIONS}): "
+                 "apt-get install ffmpeg (Debian/Ubuntu), brew install ffmpeg (macOS) or "
+                 "conda install -c conda-forge 'ffmpeg<9'")
 
 
 def _browser(search: str | None = None) -> Check:
