@@ -81,10 +81,14 @@ test: setup  ## unit, contract and bad-input tests, then every notebook through 
 # (LABKIT_EXPECT_TORCH: the session refuses to start on another), a DeprecationWarning at a
 # labkit call an error (pyproject.toml's filterwarnings, as in `make test`). `.ci/run` runs it
 # with LATEST_TESTS narrowed to what fits CI's time.
+# LATEST_EXTRAS=1 adds the chapters' optional rows (.ci/install-extras: tf.data, Lance,
+# chapter 14's object-store systems), which the whole set needs under CI=true.
 LATEST_VENV ?= .venv-latest
 LATEST_TESTS ?= tests notebooks
+LATEST_EXTRAS ?= 1
 test-latest:  ## unit tests and every chapter beside the newest torch on PyPI
 	bash .ci/setup-latest $(LATEST_VENV)
+	$(if $(filter 1,$(LATEST_EXTRAS)),PIP_CONSTRAINT=/dev/null bash .ci/install-extras $(LATEST_VENV))
 	LABKIT_SCALE=ci LABKIT_EXPECT_TORCH=$$(cat $(LATEST_VENV)/.torch) \
 	  $(LATEST_VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(LATEST_TESTS)
 

@@ -628,8 +628,8 @@ def test_notebook_run_twice_in_one_kernel(labkit_env, tmp_path, monkeypatch):
 
 
 def copy_conftest(folder) -> None:
-    """This suite's conftest.py and the module it imports, for a pytest run in ``folder``."""
-    for name in ("conftest.py", "gpu_gate.py"):
+    """This suite's conftest.py and the modules it imports, for a pytest run in ``folder``."""
+    for name in ("conftest.py", "gpu_gate.py", "matrix.py"):
         shutil.copy(Path(__file__).parent / name, Path(folder) / name)
 
 

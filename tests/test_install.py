@@ -64,3 +64,18 @@ def test_installing_the_kit_beside_this_torch_keeps_it(tmp_path):
              for i in json.loads(report.read_text())["install"]}
     assert "torch" not in would and "torchcodec" not in would, (
         f"installing the kit beside torch {torch.__version__} would install {would}")
+
+
+def test_a_torchcodec_that_does_not_load_and_does_not_fit_says_which_fits(monkeypatch):
+    """PyPI's torchcodec 0.17 (a CUDA 13 build) beside a CPU torch fails at import with an
+    OSError about its own library: the reason names the release that fits, not FFmpeg."""
+    from labkit.media import backends
+
+    wrong = "torchcodec==0.0.1"  # a release the pairing never picks, for whichever torch
+    monkeypatch.setattr(backends, "library_version", lambda dist: "0.0.1")
+    monkeypatch.setattr(backends, "library_status", lambda dist, *mods, **kw: (
+        (True, "found") if kw.get("load") is False else (False, "OSError: libtorch_cuda.so")))
+    ok, reason = backends._torchcodec_status.__wrapped__()
+    wanted = torchcodec_requirement(torch.version.cuda)[0]
+    assert not ok and f"pip install '{wanted}'" in reason and "OSError" in reason, reason
+    assert wrong not in reason

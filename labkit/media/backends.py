@@ -14,7 +14,10 @@ from __future__ import annotations
 import functools
 import shutil
 
-from ..optional import check, library_status, status
+from packaging.requirements import Requirement
+
+from ..optional import check, library_status, library_version, status
+from .pairing import torchcodec_requirement
 
 #: What to install when torchcodec cannot find FFmpeg's libraries (printed by ``make lab``).
 #: Which FFmpeg majors each loads, read off the wheels' per-major libraries
@@ -32,11 +35,22 @@ FFMPEG_INSTALL = (
 def _torchcodec_status() -> tuple[bool, str]:
     """``(True, version)`` if torchcodec is installed and its FFmpeg libraries load
     (importing ``torchcodec.decoders`` loads libav*: without them it raises RuntimeError)."""
-    ok, why = library_status("torchcodec", load=False, install="pip install torchcodec")
+    import torch
+
+    requirement, pairing = torchcodec_requirement(torch.version.cuda)
+    ok, why = library_status("torchcodec", load=False, install=f"pip install '{requirement}'")
     if not ok:
         return ok, why
-    return library_status("torchcodec", "torchcodec", "torchcodec.decoders",
-                          install=FFMPEG_INSTALL)
+    ok, why = library_status("torchcodec", "torchcodec", "torchcodec.decoders",
+                             install=FFMPEG_INSTALL)
+    installed = library_version("torchcodec").split("+")[0]
+    if ok or Requirement(requirement).specifier.contains(installed):
+        return ok, why
+    # it does not load, and it is not the release `make setup` pairs with this torch build
+    # (PyPI's 0.17 beside a CPU torch): that, not FFmpeg, is the likely cause
+    return False, (f"torchcodec {installed} does not load beside torch {torch.__version__}, and "
+                   f"it is not the build for it: pip install '{requirement}' ({pairing}; "
+                   f"`make setup` pairs them). {why}")
 
 
 @check("ffmpeg")
