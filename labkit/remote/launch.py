@@ -4,12 +4,17 @@
 (or another job module: chapter 11's ``labkit.tokens.ranks``),
 runs ``python -m torch.distributed.run --nproc-per-node N`` on it as a subprocess (gloo
 backend, a free port on 127.0.0.1), gathers what each rank wrote as JSON, and always
-cleans up: a wall-clock ``timeout`` kills the whole process group, so nothing hangs and no
-rank or worker is left behind.
+cleans up: a wall-clock ``timeout`` kills every process group of the launch, so nothing
+hangs and no rank or worker is left behind. Every group, not only torchrun's: torchrun starts
+each rank in a session of its own (torch.distributed.elastic's subprocess handler,
+``start_new_session=True``), so a SIGKILL to torchrun's group left the ranks running,
+orphaned, holding the output pipe, and the launch waited for them (260 s after a 1 s
+timeout, once, in CI).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -24,6 +29,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from ..errors import LabkitError
 
 # The guard matters under spawn and forkserver: a DataLoader worker re-imports this script as
@@ -32,6 +39,22 @@ _STUB = ('from {module} import main\n\n'
          'if __name__ == "__main__":\n    main()\n')
 JOBS = "labkit.remote._torchrun_job"   # chapter 04's jobs; chapter 11's: labkit.tokens.ranks
 PATIENT_S = 120  # every collective a peer still joins, however slowly its workers start
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL every process group in the tree under ``pid`` (torchrun's, each rank's: its
+    DataLoader workers share it), ``pid``'s own first."""
+    groups = [pid]
+    try:
+        for child in psutil.Process(pid).children(recursive=True):
+            with contextlib.suppress(OSError):
+                if (group := os.getpgid(child.pid)) not in groups:
+                    groups.append(group)
+    except psutil.Error:
+        pass
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
 
 
 @dataclass
@@ -122,7 +145,7 @@ def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, module: str = 
         env = {k: v for k, v in os.environ.items() if k != "TORCHELASTIC_ERROR_FILE"}
         env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         t0 = time.perf_counter()
-        # own session: a timeout kills torchrun, its ranks and their DataLoader workers
+        # own session; a timeout kills it and every rank's session too (_kill_tree)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=env, cwd=tmp, start_new_session=True)
         timed_out = False
@@ -130,8 +153,8 @@ def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, module: str = 
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
+            _kill_tree(proc.pid)
+            out, _ = proc.communicate(timeout=60)
         finally:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)  # stragglers of a finished launch

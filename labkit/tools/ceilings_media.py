@@ -107,7 +107,8 @@ def h2d_pinned(scale: str) -> list[float]:
 
 
 @ceiling("gpu_decode", "GPU JPEG decode (nvJPEG)", "px", "device",
-         "torchvision.io.decode_jpeg on the GPU, batches of 64 of the images fixture")
+         "torchcodec's decode_jpeg on the GPU (torchvision's for a torchcodec before 0.16), "
+         "batches of 64 of the images fixture")
 def gpu_decode(scale: str) -> list[float]:
     _cuda()
     ok, why = status("gpu_decode")
