@@ -53,9 +53,10 @@ def _requires(dist: str, modules: tuple[str, ...], install: str, device=None,
 
 
 @functools.cache
-def _torchcodec_nvjpeg(device: str) -> str | None:
-    """``None`` if torchcodec's ``decode_jpeg`` decodes on ``device``, else why not: a
-    16x16 JPEG made here, decoded there (a CPU build or a torchcodec before 0.16 cannot)."""
+def _nvjpeg(device: str):
+    """``(library, decode)`` for nvJPEG on ``device``, or ``(None, why not)``, once per
+    device. torchcodec's ``decode_jpeg`` first: a 16x16 JPEG made here, decoded there (a CPU
+    build or a torchcodec before 0.16 cannot); torchvision's if that fails."""
     try:
         import torch
         from PIL import Image
@@ -63,21 +64,13 @@ def _torchcodec_nvjpeg(device: str) -> str | None:
 
         buf = io.BytesIO()
         Image.new("RGB", (16, 16), (200, 30, 30)).save(buf, format="JPEG")
-        out = decode_jpeg([torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)],
-                          mode="RGB", device=device)[0]
+        decode = functools.partial(decode_jpeg, mode="RGB", device=device)
+        out = decode([torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)])[0]
+        if out.is_cuda:
+            return "torchcodec", decode
+        why_not = f"the decoded image came back on {out.device}"
     except Exception as e:  # noqa: BLE001 - an old or CPU torchcodec fails in many ways
-        return f"{type(e).__name__}: {' '.join(str(e).split())[:160]}"
-    return None if out.is_cuda else f"the decoded image came back on {out.device}"
-
-
-@functools.cache
-def _nvjpeg(device: str):
-    """``(library, decode)`` for nvJPEG on ``device``, or ``(None, why not)``."""
-    why_not = _torchcodec_nvjpeg(device)
-    if why_not is None:
-        from torchcodec.decoders import decode_jpeg
-
-        return "torchcodec", functools.partial(decode_jpeg, mode="RGB", device=device)
+        why_not = f"{type(e).__name__}: {' '.join(str(e).split())[:160]}"
     ok, why = library_status("torchvision", "torchvision", "torchvision.io",
                              install=torchvision_install())
     if not ok:
@@ -115,10 +108,12 @@ def _dali_status(device=None) -> tuple[bool, str]:
 
 
 def _decoder(device):
-    ok, reason = _gpu_decode_status(device)
-    if not ok:
-        raise LabkitError(f"GPU JPEG decode cannot run here: {reason}")
-    return _nvjpeg(str(device))[1]
+    """The decode function, with no package-metadata lookup: nvjpeg_decode runs per batch."""
+    ok, reason = status("cuda", device=device)
+    library, how = _nvjpeg(str(device)) if ok else (None, reason)
+    if library is None:
+        raise LabkitError(f"GPU JPEG decode cannot run here: {how}")
+    return how
 
 
 def nvjpeg_decode(blobs: list[bytes], device="cuda"):
