@@ -86,8 +86,10 @@ test: setup  ## unit, contract and bad-input tests, then every notebook through 
 LATEST_VENV ?= .venv-latest
 LATEST_TESTS ?= tests notebooks
 LATEST_EXTRAS ?= 1
+# LATEST_SETUP=0: $(LATEST_VENV) is already set up (.ci/run did it as a step of its own)
+LATEST_SETUP ?= 1
 test-latest:  ## unit tests and every chapter beside the newest torch on PyPI
-	bash .ci/setup-latest $(LATEST_VENV)
+	$(if $(filter 1,$(LATEST_SETUP)),bash .ci/setup-latest $(LATEST_VENV))
 	$(if $(filter 1,$(LATEST_EXTRAS)),PIP_CONSTRAINT=/dev/null bash .ci/install-extras $(LATEST_VENV))
 	LABKIT_SCALE=ci LABKIT_EXPECT_TORCH=$$(cat $(LATEST_VENV)/.torch) \
 	  $(LATEST_VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(LATEST_TESTS)
