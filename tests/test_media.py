@@ -446,8 +446,9 @@ def _cuda_machine(monkeypatch, probe_says):
 
 
 def test_media_gpu_fails_with_the_cpu_torchcodec_and_says_what_to_install(monkeypatch):
-    """Review 15-1: CUDA torch and a GPU are not enough; the CPU torchcodec (pip's default, the
-    kit's pin) cannot decode on the GPU, so the check must fail and name the CUDA build."""
+    """Review 15-1: CUDA torch and a GPU are not enough; the CPU torchcodec (0.13.0, what the
+    kit installs beside a CUDA 12 torch) cannot decode on the GPU, so the check must fail and
+    name the CUDA build."""
     _cuda_machine(monkeypatch, "RuntimeError: Unsupported device: cuda (device type: cuda, "
                                "variant: default)")
     ok, reason = lk.status("media_gpu")
@@ -474,3 +475,46 @@ def test_the_cuda_probe_refuses_with_a_cpu_torchcodec():
         pytest.skip("needs the CPU build of torchcodec with FFmpeg's libraries")
     said = _cuda_decode_probe("cuda")
     assert said and "cuda" in said
+
+
+def test_the_cuda_probe_fails_when_torchcodec_fell_back_to_the_cpu(monkeypatch):
+    """Review 15-F1: a CUDA torchcodec without NVDEC (no libnvcuvid.so), or given a stream
+    NVDEC cannot take, decodes on the CPU and still returns a CUDA tensor; only the
+    decoder's ``cpu_fallback`` tells. The probe's clip is real (H.264, encoded here); the
+    decoder is a stand-in that answers as such a machine would."""
+    if not lk.status("torchcodec")[0]:
+        pytest.skip("needs torchcodec with FFmpeg's libraries")
+    import torchcodec.decoders
+
+    from labkit.media.backends import _cuda_decode_probe
+
+    class Frame:
+        is_cuda, device = True, "cuda:0"
+
+    class Fallback:
+        fell_back = True
+
+        def __bool__(self):
+            return self.fell_back
+
+        def __str__(self):
+            return "[CUDA] Fallback status: Falling back due to: NVCUVID not available"
+
+    seen = []
+
+    class Decoder:
+        def __init__(self, source, device=None):
+            seen.append(bytes(source.numpy()))
+            self.cpu_fallback = Fallback()
+
+        def __getitem__(self, index):
+            return Frame()
+
+    monkeypatch.setattr(torchcodec.decoders, "VideoDecoder", Decoder)
+    said = _cuda_decode_probe.__wrapped__("cuda")  # uncached: this test's stand-in
+    if said and said.startswith("cannot make the probe's H.264 test clip"):
+        pytest.skip(f"this FFmpeg has no H.264 encoder: {said}")
+    assert said and "fell back to CPU decoding" in said and "NVCUVID" in said
+    assert b"avc1" in seen[0]  # the clip is H.264 (its mp4 sample entry), not MPEG-4 Part 2
+    Fallback.fell_back = False  # NVDEC decoded it: the probe passes
+    assert _cuda_decode_probe.__wrapped__("cuda") is None

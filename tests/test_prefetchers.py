@@ -135,6 +135,34 @@ def test_cuda_prefetcher_says_plainly_why_it_is_skipped():
         CudaStreamPrefetcher([torch.ones(2)])
 
 
+def test_cuda_prefetcher_makes_one_side_stream_for_all_its_passes(monkeypatch):
+    """Review 09-F2: the caching allocator reuses a freed block only on the stream that
+    allocated it, so a stream per pass would allocate each pass's first batches afresh. On
+    the CPU, with torch.cuda's stream calls counted, not run."""
+    import contextlib
+
+    from labkit.loading import prefetchers
+
+    made = []
+
+    class Stream:
+        def __init__(self, device=None):
+            made.append(self)
+
+        def wait_stream(self, other):
+            assert other is made[0]  # the compute stream waits for the prefetcher's one stream
+
+    monkeypatch.setattr(prefetchers, "_cuda_status", lambda device: (True, ""))
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    compute = object.__new__(Stream)  # the current stream: not one the prefetcher made
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: compute)
+    prefetcher = CudaStreamPrefetcher([torch.ones(2), torch.zeros(2)], "cpu")
+    passes = [[x.tolist() for x in prefetcher] for _ in range(3)]
+    assert passes == [[[1.0, 1.0], [0.0, 0.0]]] * 3
+    assert len(made) == 1
+
+
 @pytest.mark.gpu  # skipped, with the reason, without CUDA
 def test_cuda_prefetcher_on_gpu_same_batches_in_order():
     ds = lk.instruments.WorkDataset(256, ms=0.0)

@@ -67,8 +67,8 @@ def test_profile_loop_sorts_data_wait_from_the_step(tmp_path):
     assert s.data_wait_ms > 3 * s.stage_ms["step"]   # planted: the loader is ~10x the step
     assert 0.5 < s.data_wait_fraction <= 1
     assert "data wait" in str(s)
-    note = lk.profiling.profiler_device_note()
-    assert "GPU" in note or "CUDA" in note
+    if not torch.cuda.is_available():
+        assert s.kernel_ms is None and s.gpu_busy_fraction is None  # a CPU step: no kernels
 
 
 def test_profiler_overhead_is_measured():

@@ -216,6 +216,11 @@ class CudaStreamPrefetcher:
         import torch
 
         self.loader, self.device = loader, torch.device(device)
+        # One side stream for the prefetcher's life, as apex's data_prefetcher: the caching
+        # allocator reuses a freed block only on the stream it was allocated on, and
+        # torch.cuda.Stream() hands out a pool's streams round-robin, so a stream per pass
+        # would cudaMalloc each pass's first batches afresh (review 09-F2).
+        self.stream = torch.cuda.Stream(self.device)
 
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]
@@ -223,7 +228,7 @@ class CudaStreamPrefetcher:
     def __iter__(self):
         import torch
 
-        stream = torch.cuda.Stream(self.device)
+        stream = self.stream
         it = iter(self.loader)
         try:
             def load():

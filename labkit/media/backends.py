@@ -92,8 +92,9 @@ def _torchcodec_cuda_install() -> str:
     cu = "cu" + (torch.version.cuda or "").replace(".", "")[:3]
     return (f"install torchcodec's CUDA build for torch {torch.__version__} (CUDA "
             f"{torch.version.cuda}): `pip install torchcodec --index-url "
-            f"https://download.pytorch.org/whl/{cu}` (pip's default, and the kit's pin, is the "
-            "CPU build; pytorch/torchcodec README, 'Installing CUDA-enabled TorchCodec')")
+            f"https://download.pytorch.org/whl/{cu}` (beside a CPU or CUDA 12 torch the kit "
+            "installs 0.13.0, PyPI's CPU build; PyPI's 0.14 and newer are CUDA 13 builds; "
+            "pytorch/torchcodec README, 'Installing CUDA-enabled TorchCodec')")
 
 
 @functools.cache
@@ -101,8 +102,13 @@ def _cuda_decode_probe(device: str) -> str | None:
     """Decode a tiny H.264 clip on ``device``; ``None`` if that worked, else what went wrong.
 
     torchcodec has no public "built with CUDA" flag, so the probe does what the chapter will:
-    it encodes 4 black 128x128 frames on the CPU and asks a ``device="cuda"`` decoder for
-    frame 0. The CPU build refuses the device ("Unsupported device: cuda").
+    it encodes 4 black 128x128 frames as H.264 on the CPU and asks a ``device="cuda"``
+    decoder for frame 0. The CPU build refuses the device ("Unsupported device: cuda"). A
+    CUDA build without NVDEC (no ``libnvcuvid.so``: a container without the driver's video
+    capability) or with a stream NVDEC cannot take decodes on the CPU and still returns a
+    CUDA tensor; the decoder's ``cpu_fallback`` says so, and then the probe fails (review
+    15-F1; pytorch/torchcodec PR #996). H.264 by name: FFmpeg's mp4 muxer picks MPEG-4 Part 2
+    where no H.264 encoder is built in (LGPL builds), and the chapter's clips are H.264.
     """
     try:
         import torch
@@ -110,15 +116,24 @@ def _cuda_decode_probe(device: str) -> str | None:
         from torchcodec.encoders import VideoEncoder
 
         clip = VideoEncoder(torch.zeros(4, 3, 128, 128, dtype=torch.uint8),
-                            frame_rate=10).to_tensor(format="mp4")
+                            frame_rate=10).to_tensor(format="mp4", codec="h264")
     except Exception as e:  # noqa: BLE001 - an FFmpeg without an H.264 encoder, ...
-        return f"cannot make the probe's test clip ({type(e).__name__}: {_short(e)})"
+        return f"cannot make the probe's H.264 test clip ({type(e).__name__}: {_short(e)})"
     try:
-        frame = VideoDecoder(clip, device=device)[0]
+        decoder = VideoDecoder(clip, device=device)
+        frame = decoder[0]
     except Exception as e:  # noqa: BLE001 - torchcodec raises RuntimeError for a CPU build
         return f"{type(e).__name__}: {_short(e)}"
+    return _probe_verdict(frame, decoder.cpu_fallback, device)
+
+
+def _probe_verdict(frame, cpu_fallback, device: str) -> str | None:
+    """``None`` if ``frame`` was decoded on ``device`` by NVDEC, else why not: a CPU tensor, or
+    a CUDA tensor torchcodec decoded on the CPU (``bool(cpu_fallback)``, its ``str`` why)."""
     if not frame.is_cuda:
         return f"the decoded frame came back on {frame.device}, not {device}"
+    if cpu_fallback:
+        return f"torchcodec fell back to CPU decoding (a CUDA tensor, no NVDEC): {cpu_fallback}"
     return None
 
 

@@ -8,7 +8,7 @@ from .diagnosis import DiagnoseError, Diagnosis
 from .lanes import plot_timelines
 from .sampling import sample_workers
 from .timeline import record_timeline
-from .torchprof import profile_loop, profiler_device_note, profiler_overhead, read_trace
+from .torchprof import profile_loop, profiler_overhead, read_trace
 
 __all__ = [
     "DiagnoseError",
@@ -16,7 +16,6 @@ __all__ = [
     "diagnose",
     "plot_timelines",
     "profile_loop",
-    "profiler_device_note",
     "profiler_overhead",
     "read_trace",
     "record_timeline",

@@ -118,18 +118,6 @@ def profile_loop(loader, step, *, wait: int = 1, warmup: int = 1, active: int = 
     return read_trace(path, labels=(*labels, "step"))
 
 
-def profiler_device_note() -> str:
-    """What the trace would show on a GPU, or that it shows it (CUDA present)."""
-    import torch
-
-    if torch.cuda.is_available():
-        return (f"CUDA device {torch.cuda.get_device_name(0)}: the trace holds kernels; "
-                "kernel time over the window is how busy the GPU was, the gaps are it waiting")
-    return ("no CUDA device: the trace holds CPU spans only. On a GPU it would add a row of "
-            "kernels per stream; gaps in that row lined up with DataLoader __next__ spans are "
-            "the GPU idle, waiting for data (NVML's utilisation would read below 100 %)")
-
-
 def profiler_overhead(loader, step, batches: int, repeats: int = 2) -> dict:
     """Seconds for ``batches`` steps of the loop plain and under an always-active profiler.
 

@@ -94,16 +94,24 @@ def host_to_device(sizes_mib=(1, 4, 16, 64), repeats: int = 10) -> dict:
             "pinned": lambda t=pinned: t.to(DEV, non_blocking=True),
         }
         row = {w: _spread([n / s / 1e9 for s in _timed(f, repeats)]) for w, f in ways.items()}
-        loader = DataLoader(_Same(n, repeats * 4), batch_size=None, num_workers=2,
-                            pin_memory=True, timeout=WORKER_TIMEOUT_S)
-        passes = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for x in loader:
-                x.to(DEV, non_blocking=True)
-            torch.cuda.synchronize()
-            passes.append(len(loader) * n / (time.perf_counter() - t0) / 1e9)
-        row["dataloader_pin_thread"] = _spread(passes)  # workers' hand-over included
+        # Not a way to copy: a worker DataLoader's throughput, hand-over + pin thread + copy,
+        # beside the same loader without pin_memory (the control). Persistent workers and a
+        # warm-up pass, so no pass times worker start-up or the first move of the tensor into
+        # shared memory (review 09-F4: fresh workers per pass read as "pinning is slow").
+        for pin, name in ((True, "dataloader_pin_thread"), (False, "dataloader_pageable")):
+            loader = DataLoader(_Same(n, repeats * 4), batch_size=None, num_workers=2,
+                                pin_memory=pin, persistent_workers=True,
+                                timeout=WORKER_TIMEOUT_S)
+            passes = []
+            for i in range(4):  # pass 0: the warm-up
+                t0 = time.perf_counter()
+                for x in loader:
+                    x.to(DEV, non_blocking=pin)
+                torch.cuda.synchronize()
+                if i:
+                    passes.append(len(loader) * n / (time.perf_counter() - t0) / 1e9)
+            del loader  # stops its persistent workers
+            row[name] = _spread(passes)
         out[f"{mib}MiB"] = row
     return out
 
@@ -172,8 +180,10 @@ def prefetch_wait(batch: int = 128, size: int = 224, batches: int = 48, step_ms:
         return loop
 
     def prefetched(source):
+        prefetcher = CudaStreamPrefetcher(source)  # one side stream for every pass (09-F2)
+
         def loop():
-            for x in CudaStreamPrefetcher(source):
+            for x in prefetcher:
                 step(x)
         return loop
 
