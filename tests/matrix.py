@@ -93,7 +93,7 @@ def table(records: list[dict]) -> str:
         for c in r["cells"]:
             ran = "unit tests"
             if c["kind"] == "chapters":  # a few by name (chapter 15), many by count
-                names = [Path(n).name[:2] for n in c["chapters"]]
+                names = [stem[:2] for stem in c["chapters"]]  # "15_video_and_audio" -> 15
                 ran = (f"{len(names)} chapters" if len(names) > 3 else
                        ("chapter " if len(names) == 1 else "chapters ") + ", ".join(names))
             rows.append(f"| {r['leg']} | {r['torch']} | {r['cuda']} | {r['torchcodec']} | "

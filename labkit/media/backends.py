@@ -124,16 +124,11 @@ def _cuda_decode_probe(device: str) -> str | None:
         frame = decoder[0]
     except Exception as e:  # noqa: BLE001 - torchcodec raises RuntimeError for a CPU build
         return f"{type(e).__name__}: {_short(e)}"
-    return _probe_verdict(frame, decoder.cpu_fallback, device)
-
-
-def _probe_verdict(frame, cpu_fallback, device: str) -> str | None:
-    """``None`` if ``frame`` was decoded on ``device`` by NVDEC, else why not: a CPU tensor, or
-    a CUDA tensor torchcodec decoded on the CPU (``bool(cpu_fallback)``, its ``str`` why)."""
     if not frame.is_cuda:
         return f"the decoded frame came back on {frame.device}, not {device}"
-    if cpu_fallback:
-        return f"torchcodec fell back to CPU decoding (a CUDA tensor, no NVDEC): {cpu_fallback}"
+    if decoder.cpu_fallback:  # a CUDA tensor, decoded on the CPU; its str says why
+        return ("torchcodec fell back to CPU decoding (a CUDA tensor, no NVDEC): "
+                f"{decoder.cpu_fallback}")
     return None
 
 
