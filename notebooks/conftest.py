@@ -43,8 +43,15 @@ def _stop_gracefully(self) -> None:
     unlinks it or the tracker cleans up after it; both killed, every semaphore of a loader
     still alive at the end stayed behind (30 after chapters 09 and 10 under forkserver). A
     shutdown request lets the kernel's Python exit and clean up; a kernel that does not
-    answer is still killed after jupyter_client's wait."""
+    answer is still killed after jupyter_client's wait.
+
+    That wait is 1 s, not jupyter_client's 5: ipykernel first SIGTERMs the kernel's children
+    and waits for them to go, and the tracker ignores SIGTERM, so every kernel that started
+    one waited for jupyter_client's SIGTERM, at half the wait: 2.6 s after each chapter, under
+    each start method (about 130 s of a CI run, issue 44). At 0.5 s the kernel's workers are
+    gone; its tracker, not signalled, unlinks the semaphores as the kernel ends."""
     self.kc.stop_channels()
+    self.km.shutdown_wait_time = 1.0
     self.km.shutdown_kernel(now=False)
     del self.km
 

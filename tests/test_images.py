@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.data.faults import damage
-from tests.contracts import check_exactly_once, check_lazy_equals_eager, epoch_ids
+from tests.contracts import check_exactly_once, check_lazy_equals_eager
 
 
 @pytest.fixture(scope="module")
@@ -86,14 +86,6 @@ def test_missing_file_names_it(images, tmp_path):
     lk.damaged_copy(images, folder, "delete", file="images/0000002.jpg")
     with pytest.raises(lk.DataFormatError, match=r"0000002\.jpg.*cannot read sample 2"):
         lk.ImageFolderDataset(folder)[2]
-
-
-def test_corrupt_error_through_workers(images, tmp_path):
-    folder = tmp_path / "images"
-    lk.damaged_copy(images, folder, "truncate", file="images/0000010.jpg", at=0.2)
-    loader = DataLoader(lk.ImageFolderDataset(folder), batch_size=8, num_workers=2, timeout=60)
-    with pytest.raises(lk.DataFormatError, match=r"0000010\.jpg"):
-        epoch_ids(loader, ids_of=lambda b: b["id"])
 
 
 def test_skip_and_count(images, tmp_path):
