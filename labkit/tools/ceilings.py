@@ -176,7 +176,9 @@ def _handover(scale: str, what: str) -> list[float]:
     """One of the three hand-over runs, each made once per measure and only when asked for
     (``labkit diagnose`` asks for the batch and the bytes, not the tensor)."""
     if (scale, what) not in _HANDOVER:
-        n = {"ci": 1000, "workshop": 3000, "full": 10000}[scale]
+        # ci: 300 (each of the four passes still 30-300 ms); 1,000 took 9 s of CI's chapter 00
+        # under every start method, on 2 cores
+        n = {"ci": 300, "workshop": 3000, "full": 10000}[scale]
         _HANDOVER[scale, what] = (
             _handover_s(64, n) if what == "one" else
             _handover_s(64, n, tensors=TENSORS) if what == "four" else
