@@ -172,19 +172,20 @@ def own_tmp(monkeypatch):
 
 class ShmSince:
     """/dev/shm as a test found it; ``left()``: entries made since and still there after
-    ``LEAK_GRACE_S``, except those a live process outside this one and its children maps
-    (the other xdist worker's, another session's on a shared machine: see ``_others_shm``).
+    ``grace_s`` (default ``LEAK_GRACE_S``), except those a live process outside this one and
+    its children maps (the other xdist worker's, another session's on a shared machine: see
+    ``_others_shm``).
 
     The grace is for the other worker's entries that nobody maps for a moment: a spawn
     kernel's ``sem.mp-...`` outlive its exit until its resource tracker unlinks them (CI,
     stop 49: eleven such semaphores failed a test that made none).
     """
 
-    def __init__(self):
-        self.before = _shm_entries()
+    def __init__(self, grace_s: float = LEAK_GRACE_S):
+        self.before, self.grace_s = _shm_entries(), grace_s
 
     def left(self) -> list[str]:
-        deadline = time.monotonic() + LEAK_GRACE_S
+        deadline = time.monotonic() + self.grace_s
         while True:
             gc.collect()
             new = _shm_entries() - self.before

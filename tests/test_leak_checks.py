@@ -8,7 +8,6 @@ import threading
 import uuid
 from pathlib import Path
 
-import conftest
 import pytest
 
 SHM = Path("/dev/shm")
@@ -21,8 +20,8 @@ def _entry() -> Path:
     return p
 
 
-def test_an_entry_left_is_reported_after_the_grace(shm_since, monkeypatch):
-    monkeypatch.setattr(conftest, "LEAK_GRACE_S", 0.3)
+def test_an_entry_left_is_reported_after_the_grace(shm_since):
+    shm_since.grace_s = 0.3
     p = _entry()
     try:
         assert shm_since.left() == [p.name]
@@ -31,8 +30,8 @@ def test_an_entry_left_is_reported_after_the_grace(shm_since, monkeypatch):
     assert shm_since.left() == []
 
 
-def test_an_entry_unlinked_within_the_grace_is_not(shm_since, monkeypatch):
-    monkeypatch.setattr(conftest, "LEAK_GRACE_S", 5.0)
+def test_an_entry_unlinked_within_the_grace_is_not(shm_since):
+    shm_since.grace_s = 5.0
     p = _entry()
     later = threading.Timer(0.5, p.unlink)
     later.start()
