@@ -1,4 +1,4 @@
-"""The one best-of-N timer (ch. 02-07, 09-15; the benchmarks of `labkit bench`).
+"""The one best-of-N timer (ch. 01-07, 09-15; the benchmarks of `labkit bench`).
 
 Every timed comparison in the kit goes through :func:`best_of`: a warm-up call that is not
 timed, then ``repeats`` timed calls, each trial kept. On a shared machine noise only ever
