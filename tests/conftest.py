@@ -44,6 +44,11 @@ from labkit.optional import status
 _ENV = ("LABKIT_DATA", "LABKIT_RECORDS", "LABKIT_SPECS")
 _TESTS = Path(__file__).resolve().parent
 LEAK_GRACE_S = 5.0
+
+
+def _grace_s() -> float:
+    """The session-end checks' grace: ``LABKIT_LEAK_GRACE_S``, else ``LEAK_GRACE_S``."""
+    return float(os.environ.get("LABKIT_LEAK_GRACE_S", LEAK_GRACE_S))
 SESSION_TAG = "LABKIT_TEST_SESSION"
 SESSION_END = "test_session_end.py"
 
@@ -185,15 +190,7 @@ class ShmSince:
         self.before, self.grace_s = _shm_entries(), grace_s
 
     def left(self) -> list[str]:
-        deadline = time.monotonic() + self.grace_s
-        while True:
-            gc.collect()
-            new = _shm_entries() - self.before
-            mine = {os.getpid(), *(c.pid for c in psutil.Process().children(recursive=True))}
-            left = sorted(new - _others_shm(new, mine))
-            if not left or time.monotonic() > deadline:
-                return left
-            time.sleep(0.2)
+        return _shm_left(self.before, _my_pids(), self.grace_s)
 
 
 @pytest.fixture
@@ -267,6 +264,27 @@ def _shm_entries() -> set[str]:
         return {p.name for p in _SHM.iterdir()}
     except OSError:  # no /dev/shm (macOS): nothing to check
         return set()
+
+
+def _shm_left(before: set[str], mine: set[int], grace_s: float, poll_s: float = 0.2) -> list[str]:
+    """The /dev/shm entries made since ``before`` and not another live process's (``mine``:
+    the pids whose entries count), once they have had ``grace_s`` to go: a worker unlinks its
+    segment shortly after it exits, a kernel's tracker its semaphores. Garbage holding them
+    (an iterator in a traceback's reference cycle) is collected first: not a leak."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        gc.collect()
+        new = _shm_entries() - before
+        left = sorted(new - _others_shm(new, mine))
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(poll_s)
+
+
+def _my_pids(*more) -> set[int]:
+    """This process and its children (recursive), plus ``more`` psutil processes."""
+    return {os.getpid(), *(c.pid for c in psutil.Process().children(recursive=True)),
+            *(p.pid for p in more)}
 
 
 def pytest_sessionstart(session):
@@ -598,18 +616,11 @@ def session_leftovers(request):
         # its queues' semaphores (sem.mp-... under spawn / forkserver) until the collector
         # runs: garbage, not a leak.
         gc.collect()
-        grace = float(os.environ.get("LABKIT_LEAK_GRACE_S", LEAK_GRACE_S))
-        before = getattr(config, "_labkit_shm", set())
-        deadline = time.monotonic() + grace
-        while True:
-            procs = _session_processes()
-            me = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True)),
-                  *(p.pid for p in procs)}
-            new = _shm_entries() - before
-            shm = sorted(new - _others_shm(new, me))
-            if (not procs and not shm) or time.monotonic() >= deadline:
-                break
+        deadline = time.monotonic() + _grace_s()
+        while (procs := _session_processes()) and time.monotonic() < deadline:
             time.sleep(0.1)
+        shm = _shm_left(getattr(config, "_labkit_shm", set()), _my_pids(*procs),
+                        max(0.0, deadline - time.monotonic()), poll_s=0.1)
         problems = []
         for p in procs:
             try:
@@ -633,15 +644,10 @@ def pytest_sessionfinish(session, exitstatus):
         return
     matrix.write(exitstatus)
     before = getattr(session.config, "_labkit_shm", set())
-    gc.collect()  # garbage holding semaphores is not a leak (see session_leftovers)
-    deadline = time.monotonic() + float(os.environ.get("LABKIT_LEAK_GRACE_S", LEAK_GRACE_S))
-    me = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True)),
-          *(p.pid for p in tagged_processes(os.environ.get(SESSION_TAG, "")))}
-    while ((leaked := (new := _shm_entries() - before) - _others_shm(new, me))
-           and time.monotonic() < deadline):
-        time.sleep(0.2)  # a worker's segment is unlinked shortly after it exits
+    leaked = _shm_left(before, _my_pids(*tagged_processes(os.environ.get(SESSION_TAG, ""))),
+                       _grace_s())
     if leaked and exitstatus == 0:
-        print(f"\nFAILED: shared memory left in /dev/shm after the suite: {sorted(leaked)}")
+        print(f"\nFAILED: shared memory left in /dev/shm after the suite: {leaked}")
         session.exitstatus = 1
     left = _left_in_temp()
     if left and exitstatus == 0:
