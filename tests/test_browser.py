@@ -17,9 +17,11 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -172,7 +174,11 @@ def _alive(p) -> bool:
         return False
 
 
-def _browser(profile: Path):
+def _browser(profile: Path, temp: Path):
+    """Chromium through chromedriver, with its profile in ``profile`` and its temp folder
+    ``temp``: with --disable-dev-shm-usage it keeps its shared memory as
+    ``.org.chromium.Chromium.*`` files in TMPDIR, which a Chromium stopped by a signal leaves
+    behind. There they go with ``temp``, not into the session's temp folder."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -181,7 +187,9 @@ def _browser(profile: Path):
     for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}"]:
         opts.add_argument(flag)
     # Debian's chromedriver matches Debian's chromium: Selenium Manager never downloads one.
-    service = Service(str(CHROMEDRIVER), log_output=str(ARTIFACTS / "chromedriver.log"))
+    temp.mkdir(parents=True, exist_ok=True)
+    service = Service(str(CHROMEDRIVER), log_output=str(ARTIFACTS / "chromedriver.log"),
+                      env={**os.environ, "TMPDIR": str(temp)})
     driver = webdriver.Chrome(options=opts, service=service)
     driver.set_page_load_timeout(PAGE_S)
     driver.set_script_timeout(30)
@@ -266,10 +274,12 @@ def test_dashboard_in_a_real_browser(tmp_path, ci_fixture):
     root.mkdir()
     _dashboard_cells(REPO / "notebooks" / CHAPTER, root / CHAPTER)
     lab = Lab(tmp_path / "jupyter", root)
-    driver = None
+    driver = chromium_tmp = None
     try:
         lab.start()
-        driver = _browser(tmp_path / "chromium-profile")
+        # short: Chromium's singleton socket goes under it (a socket path has 107 bytes)
+        chromium_tmp = Path(tempfile.mkdtemp(prefix="chromium-"))
+        driver = _browser(tmp_path / "chromium-profile", chromium_tmp)
         driver.get(f"{lab.base}/lab/tree/{CHAPTER}?reset&token={lab.token}")
         _wait(driver, "the notebook open with its kernel idle", PAGE_S, lambda d: d.find_elements(
             By.CSS_SELECTOR, ".jp-NotebookPanel .jp-Notebook .jp-Cell") and _kernel_idle(lab))
@@ -324,6 +334,8 @@ def test_dashboard_in_a_real_browser(tmp_path, ci_fixture):
         if driver is not None:
             _quit(driver)
         lab.stop()
+        if chromium_tmp is not None:
+            shutil.rmtree(chromium_tmp, ignore_errors=True)
 
 
 def _dashboard_cells(src: Path, dst: Path) -> int:
