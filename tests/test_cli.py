@@ -144,7 +144,9 @@ RUN_CHAPTERS = ["05"]  # one of the quickest chapters that records figures and p
 def test_run_without_names_means_every_chapter():
     from labkit.tools.runner import resolve_notebooks
 
-    every = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    nbs = REPO / "notebooks"
+    every = sorted([*nbs.glob("[0-9][0-9]_*.ipynb"), *nbs.glob("further/*.ipynb")],
+                   key=lambda p: p.stem)   # 03_..., then 03b_... (its "Going further")
     assert [p.resolve() for p in resolve_notebooks(None)] == [p.resolve() for p in every]
     assert len(every) >= 2
 

@@ -18,7 +18,7 @@ def test_every_situation_names_a_chapter_that_exists():
     assert [s.situation for s in SITUATIONS] == SEEDS
     from labkit import paths
 
-    notebooks = {p.stem for p in paths.notebooks_dir().glob("*.ipynb")}
+    notebooks = {p.stem for p in paths.notebooks_dir().rglob("*.ipynb")}
     for s in SITUATIONS:
         assert s.evidence, s.situation
         for ev in s.evidence:

@@ -15,7 +15,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+_NB = Path(__file__).parent.parent / "notebooks"
+# the chapters, then the "Going further" notebooks (further/NNb_topic.ipynb)
+NOTEBOOKS = [*sorted(_NB.glob("[0-9][0-9]_*.ipynb")), *sorted(_NB.glob("further/*.ipynb"))]
 CHECK = "# NBVAL_CHECK_OUTPUT"
 
 

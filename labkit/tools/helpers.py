@@ -18,6 +18,7 @@ from pathlib import Path
 from ..errors import LabkitError
 from ..paths import notebooks_dir
 from ..records.table import text_table
+from .runner import chapters
 
 PACKAGE = Path(__file__).resolve().parents[1]
 CHAPTERS = tuple(f"{n:02d}" for n in range(17))
@@ -129,7 +130,7 @@ def callers() -> dict[str, set[str]]:
     """``{module: chapters whose notebooks call one of its public names}``."""
     sites = public_sites()
     out: dict[str, set[str]] = {}
-    for nb in sorted(notebooks_dir().glob("[0-9][0-9]_*.ipynb")):
+    for nb in chapters():   # "Going further" notebooks count as their chapter's
         for name in notebook_names(nb):
             if name in sites:
                 out.setdefault(sites[name][0], set()).add(nb.name[:2])

@@ -47,9 +47,12 @@ def render_html(nb, target: Path) -> Path:
 
 
 def chapters(folder: Path | None = None) -> list[Path]:
-    """The chapter notebooks, in order (``NN_topic.ipynb``)."""
+    """The chapter notebooks, in order (``NN_topic.ipynb``), then the "Going further" ones
+    (``further/NNb_topic.ipynb``: depth a workshop skips, after the chapter it extends)."""
     folder = folder or paths.notebooks_dir()
-    return sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
+    return sorted([*folder.glob("[0-9][0-9]_*.ipynb"),
+                   *(folder / "further").glob("[0-9][0-9][a-z]_*.ipynb")],
+                  key=lambda p: p.stem)
 
 
 def resolve_notebooks(names: list[str] | None) -> list[Path]:
@@ -135,8 +138,21 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
             if html_error:
                 status += f" (no HTML: nbconvert failed: {html_error})"
             echo(f"  {nb_path.stem:<32} {seconds:7.1f} s  {status}")
+            _write_summary(out / "run.json", scale, results)
     n_rec = len(list(records.glob("*.json"))) if records.exists() else 0
     echo(f"{sum(r.ok for r in results)}/{len(results)} chapters ok; {n_rec} record(s) in "
          f"{records}\nrendered notebooks (HTML, plots inside): {out / 'notebooks'}"
          f"\ncompare runs with: labkit report {records}")
     return results
+
+
+def _write_summary(path: Path, scale: str, results: list[NotebookRun]) -> None:
+    """``run.json``: each notebook's wall time, for the course's minutes (CONTRIBUTING)."""
+    import json
+    import platform
+
+    path.write_text(json.dumps({
+        "scale": scale, "host": socket.gethostname(), "cpus": os.cpu_count(),
+        "platform": platform.platform(), "python": platform.python_version(),
+        "notebooks": {r.name: {"ok": r.ok, "seconds": round(r.seconds, 1)} for r in results},
+    }, indent=1) + "\n", encoding="utf-8")
