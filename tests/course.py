@@ -4,7 +4,7 @@ its cells' run time at workshop scale, and the time attendees spend on its exerc
 
     python tests/course.py                     the table, from docs/workshop-run.json
     python tests/course.py runs/<run>/run.json the table from another ``labkit run``
-    python tests/course.py --write RUN.json    that run's times into docs/workshop-run.json
+    python tests/course.py --write RUN.json    that run's times merged into docs/workshop-run.json
 
 ``tests/test_course.py`` fails when a notebook is over :data:`LIMIT` minutes.
 """
@@ -74,8 +74,32 @@ def count(path: Path, run_s: float | None) -> Minutes:
 
 
 def run_seconds(run: Path = RUN) -> dict[str, float]:
+    """``{notebook: seconds}`` from docs/workshop-run.json or one run's run.json (the
+    notebooks that ran to their end)."""
     data = json.loads(run.read_text(encoding="utf-8"))
-    return {name: r["seconds"] for name, r in data["notebooks"].items() if r["ok"]}
+    return {name: r["seconds"] for name, r in data["notebooks"].items() if r.get("ok", True)}
+
+
+def record(run_json: Path, into: Path = RUN) -> dict:
+    """Merge one ``labkit run``'s run.json into ``into``: its notebooks' seconds replace
+    theirs, each labelled with its run (the folder's name) and the run's machine kept under
+    ``runs``; notebooks that no longer exist are dropped."""
+    new = json.loads(run_json.read_text(encoding="utf-8"))
+    if new.get("scale") != "workshop":
+        raise SystemExit(f"{run_json}: a run at scale {new.get('scale')!r}, not 'workshop'")
+    data = (json.loads(into.read_text(encoding="utf-8")) if into.exists()
+            else {"runs": {}, "notebooks": {}})
+    label = run_json.parent.name
+    data["runs"][label] = {k: v for k, v in new.items() if k != "notebooks"}
+    for name, r in new["notebooks"].items():
+        if r["ok"]:
+            data["notebooks"][name] = {"seconds": r["seconds"], "run": label}
+    names = {p.stem for p in notebooks()}
+    data["notebooks"] = {k: v for k, v in sorted(data["notebooks"].items()) if k in names}
+    used = {v["run"] for v in data["notebooks"].values()}
+    data["runs"] = {k: v for k, v in data["runs"].items() if k in used}
+    into.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return data
 
 
 def table(rows: list[Minutes]) -> str:
@@ -90,8 +114,8 @@ def table(rows: list[Minutes]) -> str:
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--write"]:
-        data = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
-        RUN.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        for run_json in argv[1:]:
+            record(Path(run_json))
         argv = []
     run = Path(argv[0]) if argv else RUN
     secs = run_seconds(run) if run.exists() else {}
