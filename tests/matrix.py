@@ -93,8 +93,12 @@ def table(records: list[dict]) -> str:
         for c in r["cells"]:
             ran = "unit tests"
             if c["kind"] == "chapters":  # a few by name (chapter 15), many by count
-                names = [stem[:2] for stem in c["chapters"]]  # "15_video_and_audio" -> 15
-                ran = (f"{len(names)} chapters" if len(names) > 3 else
+                # "15_video_and_audio" -> 15; "15b_spdl_..." -> 15b (a Going-further notebook)
+                names = [stem.split("_")[0] for stem in c["chapters"]]
+                further = sum(not n.isdigit() for n in names)
+                ran = (f"{len(names) - further} chapters"
+                       + (f" + {further} going further" if further else "")
+                       if len(names) > 3 else
                        ("chapter " if len(names) == 1 else "chapters ") + ", ".join(names))
             rows.append(f"| {r['leg']} | {r['torch']} | {r['cuda']} | {r['torchcodec']} | "
                         f"{r['python']} | {r['os']} | {c['start_method']} | {ran} | "

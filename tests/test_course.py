@@ -59,3 +59,23 @@ def test_the_model_counts_what_it_says(tmp_path):
     assert (m.words, m.code_lines, m.exercises) == (245, 5, 2)
     assert m.total == pytest.approx(245 / 120 + 5 / 8 + 2 + course.EXERCISES_MIN)
     assert course.count(path, None).total == pytest.approx(m.total - 2)
+
+
+def test_the_readmes_one_day_track_fits_six_hours():
+    """README's "A one-day workshop" table: each row's minutes are the model's for that
+    notebook (rounded), and they sum to at most 6 hours."""
+    import re
+
+    text = (course.REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("## A one-day workshop", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| *\d+ *\| *`([0-9]{2}[a-z]?_\w+)` *\| *(\d+) *\|", section, re.M)
+    assert len(rows) >= 4, "the one-day track's table has too few rows"
+    by_stem = {p.stem: p for p in NOTEBOOKS}
+    for stem, minutes in rows:
+        assert stem in by_stem, f"README's one-day track names {stem}, which is not a notebook"
+        m = course.count(by_stem[stem], SECONDS.get(stem))
+        assert abs(m.total - int(minutes)) <= 1, (
+            f"README says {stem} takes {minutes} min; the model says {m.total:.0f}")
+    total = sum(int(m) for _, m in rows)
+    assert total <= 360, f"the one-day track is {total} min, over 6 hours"
+    assert f"{total} minutes" in section, f"the section should state its sum ({total} minutes)"
