@@ -26,6 +26,35 @@ def test_gpu_paths_refuse_with_the_reason(ci_fixture):
         lk.images.dali_decode_rate([])
 
 
+def test_nvjpeg_timing_holds_the_decode_calls_alone(monkeypatch):
+    """Review 10-F2: gpu_decode_rate probes CUDA and picks the decoder once, before the clock;
+    the timed loop calls the decode and nothing else (no status, no package metadata)."""
+    from labkit.images import gpu
+
+    calls = {"status": 0, "metadata": 0, "decode": 0}
+
+    def fake_status(name, **options):
+        calls["status"] += 1
+        return True, "CUDA: a device"
+
+    def fake_decode(batch):
+        calls["decode"] += 1
+        return batch
+
+    def no_metadata(*args, **kwargs):
+        calls["metadata"] += 1
+        raise AssertionError("a package-metadata lookup in the nvJPEG path")
+
+    monkeypatch.setattr(gpu, "status", fake_status)
+    monkeypatch.setattr(gpu, "library_status", no_metadata)
+    monkeypatch.setattr(gpu, "_nvjpeg", lambda device: ("torchcodec", fake_decode))
+    monkeypatch.setattr(gpu, "best_of", lambda fn, repeats, warmup, sync: lk.best_of(
+        fn, repeats=repeats, warmup=warmup))  # no CUDA here to synchronise
+    r = gpu.gpu_decode_rate([b"x"] * 5, batch_size=2, device="cpu", repeats=3)
+    assert calls == {"status": 1, "metadata": 0, "decode": 1 + 3 * 3}  # warm-up + 3 x 3 batches
+    assert r["images"] == 5 and r["samples_per_s"] > 0
+
+
 @pytest.mark.gpu(probe="gpu_decode")  # skipped, with the reason, where it cannot run
 def test_nvjpeg_matches_cpu_decode(ci_fixture):
     files = ci_fixture("images").file_list(".jpg")[:16]
@@ -77,6 +106,7 @@ def test_make_test_gpu_fails_a_chapter_whose_gpu_cells_did_not_run(tmp_path):
 
     record("09_prefetch", ("ran", None))
     record("10_decode_and_augment", ("skipped", "torchvision missing"))
+    record("10b_decode_less_and_gpu", ("ran", None))  # further/10b_...: found by its stem
     record("13_profiling")
     record("15_video_and_audio", ("skipped", "NVDEC needs torchcodec's CUDA build"))
     problems = gpu_cells_not_run(tmp_path)

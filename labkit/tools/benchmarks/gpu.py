@@ -24,8 +24,8 @@ a real GPU's with ``labkit report records/ reference/<machine>``. Without CUDA i
 NVDEC (chapter 15) is not here: PyPI's torchcodec is a CPU build, and its CUDA build comes
 only from PyTorch's own wheel index; ``lk.status("media_gpu")`` says so on the machine.
 
-``make test-gpu`` also runs the chapters with GPU cells (:data:`GPU_CHAPTERS`: 09, 10, 13,
-15, 16) under nbval; each chapter's record says in ``gpu_paths`` whether its GPU cells ran,
+``make test-gpu`` also runs the chapters with GPU cells (:data:`GPU_CHAPTERS`: 09, 10, 10b,
+13, 15, 16) under nbval; each chapter's record says in ``gpu_paths`` whether its GPU cells ran,
 and :func:`gpu_cells_not_run` turns a "skipped" beside the GPU into a failure.
 """
 
@@ -203,7 +203,7 @@ def prefetch_wait(batch: int = 128, size: int = 224, batches: int = 48, step_ms:
 
 
 def _photo_jpegs(n: int, px: int = 512, seed: int = 0) -> list[bytes]:
-    """Photo-like JPEGs (smooth, quality 90), as chapter 10's section 2b makes them."""
+    """Photo-like JPEGs (smooth, quality 90), as 10b's section 1 (decode less) makes them."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
@@ -325,9 +325,11 @@ def gpu() -> dict:
     return result | {"verdict": v, "goal_met": v == "pass"}
 
 
-#: The chapters with GPU cells, and the probe (``lk.status``) each one's GPU path needs.
-#: Each records ``gpu_paths``: "ran", or "skipped" with the reason.
-GPU_CHAPTERS = {"09_prefetch": "cuda", "10_decode_and_augment": "gpu_decode",
+#: The chapters with GPU cells (a "Going further" notebook as ``further/NNb_topic``, its path
+#: under notebooks/), and the probe (``lk.status``) each one's GPU path needs. Each records
+#: ``gpu_paths``: "ran", or "skipped" with the reason.
+GPU_CHAPTERS = {"09_prefetch": "cuda", "10_decode_and_augment": "cuda",
+                "further/10b_decode_less_and_gpu": "gpu_decode",
                 "13_profiling": "cuda", "15_video_and_audio": "media_gpu",
                 "16_capstone": "cuda"}
 
@@ -342,7 +344,7 @@ def gpu_cells_not_run(records_dir, chapters=tuple(GPU_CHAPTERS), leave_out=()) -
     for chapter in chapters:
         if GPU_CHAPTERS.get(chapter, "cuda") in leave_out:
             continue
-        record = newest.get(chapter)
+        record = newest.get(chapter.rsplit("/", 1)[-1])  # a record is named by its stem
         said = [o for o in (record or {}).get("observations", []) if o["name"] == "gpu_paths"]
         if record is None:
             problems.append(f"{chapter}: no record (it did not reach its checkpoint cell)")
