@@ -123,7 +123,7 @@ SITUATIONS: tuple[Situation, ...] = (
         "the epoch",
         (Evidence("14_object_stores", "latency_hidden",
                   "best in-flight setting, x the same reads with no latency"),
-         Evidence("14_object_stores", "faults_standard_exactly_once.missing",
+         Evidence("14b_cache_faults_clients", "faults_standard_exactly_once.missing",
                   "samples lost to 503/500/reset/stall, standard retries"))),
 )
 
