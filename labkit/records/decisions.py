@@ -123,7 +123,7 @@ SITUATIONS: tuple[Situation, ...] = (
         "the epoch",
         (Evidence("14_object_stores", "latency_hidden",
                   "best in-flight setting, x the same reads with no latency"),
-         Evidence("14_object_stores", "faults_standard_exactly_once.missing",
+         Evidence("14b_cache_faults_clients", "faults_standard_exactly_once.missing",
                   "samples lost to 503/500/reset/stall, standard retries"))),
 )
 
@@ -153,9 +153,12 @@ def decision_table(records=None, *, records_dir=None, scale: str | None = None) 
         scale: prefer records of this scale (e.g. the current one) when a chapter has some.
 
     Returns:
-        ``[{"situation", "recommendation", "chapters", "evidence": [{"chapter", "label",
-        "observation", "value", "unit", "scale", "text"}]}]``; ``value`` is None where no
-        record (or no such observation) exists, and ``text`` says which chapter to run.
+        ``[{"situation", "recommendation", "chapters", "notebooks", "evidence": [{"chapter",
+        "label", "observation", "value", "unit", "scale", "text"}]}]``; ``value`` is None
+        where no record (or no such observation) exists, and ``text`` says which notebook to
+        run. ``notebooks`` are the records' notebooks (``14_object_stores``,
+        ``14b_cache_faults_clients``); ``chapters`` one of them per chapter (a "Going
+        further" notebook is its chapter's).
     """
     if records is None:
         try:
@@ -168,7 +171,7 @@ def decision_table(records=None, *, records_dir=None, scale: str | None = None) 
         for ev in s.evidence:
             rec = _newest(records, ev.chapter, scale)
             obs = _find(rec, ev) if rec else None
-            nn = ev.chapter[:2]
+            nn = ev.chapter.partition("_")[0]   # "14", or "14b" for a Going-further notebook
             if obs is None:
                 text = (f"run chapter {nn} to measure it here" if rec is None else
                         f"chapter {nn}'s record has no {ev.observation}; rerun chapter {nn}")
@@ -183,15 +186,20 @@ def decision_table(records=None, *, records_dir=None, scale: str | None = None) 
             found.append({"chapter": ev.chapter, "label": ev.label,
                           "observation": ev.observation, "value": obs["value"], "unit": unit,
                           "scale": rec.get("scale"), "text": text, "needs": ev.needs})
+        notebooks = list(dict.fromkeys(ev.chapter for ev in s.evidence))
+        chapters: dict[str, str] = {}
+        for nb in notebooks:   # a Going-further notebook (14b_...) counts as its chapter's
+            chapters.setdefault(nb[:2], nb)
         rows.append({"situation": s.situation, "recommendation": s.recommendation,
-                     "chapters": list(dict.fromkeys(ev.chapter for ev in s.evidence)),
+                     "chapters": list(chapters.values()), "notebooks": notebooks,
                      "evidence": found})
     return rows
 
 
 def _chapter_link(chapter: str) -> str:
     nn, _, rest = chapter.partition("_")
-    return f"[{nn} {rest.replace('_', ' ')}]({chapter}.ipynb)"
+    folder = "further/" if not nn.isdigit() else ""   # 14b_...: a Going-further notebook
+    return f"[{nn} {rest.replace('_', ' ')}]({folder}{chapter}.ipynb)"
 
 
 def format_decision_table(rows: list[dict], figures: bool = True) -> str:
@@ -205,7 +213,7 @@ def format_decision_table(rows: list[dict], figures: bool = True) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["situation"], r["recommendation"],
-                 ", ".join(_chapter_link(c) for c in r["chapters"])]
+                 ", ".join(_chapter_link(c) for c in r["notebooks"])]
         if figures:
             # dict.fromkeys: one "run chapter NN" line per chapter, not one per figure
             cells.append("<br>".join(dict.fromkeys(
