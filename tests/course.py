@@ -93,7 +93,8 @@ def record(run_json: Path, into: Path = RUN) -> dict:
     data["runs"][label] = {k: v for k, v in new.items() if k != "notebooks"}
     for name, r in new["notebooks"].items():
         if r["ok"]:
-            data["notebooks"][name] = {"seconds": r["seconds"], "run": label}
+            data["notebooks"][name] = {"seconds": r["seconds"], "run": label,
+                                       "load_1min": r.get("load_1min")}
     names = {p.stem for p in notebooks()}
     data["notebooks"] = {k: v for k, v in sorted(data["notebooks"].items()) if k in names}
     used = {v["run"] for v in data["notebooks"].values()}

@@ -31,6 +31,7 @@ class NotebookRun:
     output: Path
     error: str | None = None
     html: Path | None = None
+    load: float | None = None   # the 1-minute load average when it ended (busy: slower)
 
 
 def render_html(nb, target: Path) -> Path:
@@ -133,7 +134,7 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
             except Exception as e:  # noqa: BLE001 - a rendering problem keeps the .ipynb
                 html, html_error = None, f"{type(e).__name__}: {e}"
             results.append(NotebookRun(nb_path.stem, error is None, seconds, target, error,
-                                       html))
+                                       html, _load()))
             status = "ok" if error is None else f"FAILED: {error}"
             if html_error:
                 status += f" (no HTML: nbconvert failed: {html_error})"
@@ -154,5 +155,15 @@ def _write_summary(path: Path, scale: str, results: list[NotebookRun]) -> None:
     path.write_text(json.dumps({
         "scale": scale, "host": socket.gethostname(), "cpus": os.cpu_count(),
         "platform": platform.platform(), "python": platform.python_version(),
-        "notebooks": {r.name: {"ok": r.ok, "seconds": round(r.seconds, 1)} for r in results},
+        "notebooks": {r.name: {"ok": r.ok, "seconds": round(r.seconds, 1), "load_1min": r.load}
+                      for r in results},
     }, indent=1) + "\n", encoding="utf-8")
+
+
+def _load() -> float | None:
+    """The 1-minute load average (None where the OS has none): beside a notebook's time, it
+    says whether the machine was busy with something else."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
