@@ -105,6 +105,7 @@ def test_make_test_gpu_fails_a_chapter_whose_gpu_cells_did_not_run(tmp_path):
         rec.observe("x", 1, "count").write(print_summary=False)
 
     record("09_prefetch", ("ran", None))
+    record("09b_pinned_memory_and_streams", ("ran", None))
     record("10_decode_and_augment", ("skipped", "torchvision missing"))
     record("10b_decode_less_and_gpu", ("ran", None))  # further/10b_...: found by its stem
     record("13_profiling")

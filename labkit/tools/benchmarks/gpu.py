@@ -328,7 +328,8 @@ def gpu() -> dict:
 #: The chapters with GPU cells (a "Going further" notebook as ``further/NNb_topic``, its path
 #: under notebooks/), and the probe (``lk.status``) each one's GPU path needs. Each records
 #: ``gpu_paths``: "ran", or "skipped" with the reason.
-GPU_CHAPTERS = {"09_prefetch": "cuda", "10_decode_and_augment": "cuda",
+GPU_CHAPTERS = {"09_prefetch": "cuda", "further/09b_pinned_memory_and_streams": "cuda",
+                "10_decode_and_augment": "cuda",
                 "further/10b_decode_less_and_gpu": "gpu_decode",
                 "13_profiling": "cuda", "15_video_and_audio": "media_gpu",
                 "16_capstone": "cuda"}
