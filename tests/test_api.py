@@ -46,7 +46,8 @@ def test_every_public_name_is_used():
 
     root = Path(lk.__file__).resolve().parents[1]
     cells = []  # code and prose: a name a chapter's text teaches is used too
-    for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+    nbs = root / "notebooks"   # the chapters and their "Going further" notebooks
+    for nb in [*sorted(nbs.glob("[0-9][0-9]_*.ipynb")), *sorted(nbs.glob("further/*.ipynb"))]:
         cells += ["".join(c["source"]) for c in json.loads(nb.read_text())["cells"]]
     text = "\n".join(cells)
     tools = "\n".join(p.read_text() for p in [*(root / "labkit" / "tools").rglob("*.py"),
