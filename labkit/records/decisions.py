@@ -97,7 +97,7 @@ SITUATIONS: tuple[Situation, ...] = (
                   (("how", "memmap slices"),)),
          Evidence("11_token_pipelines", "tokenize_on_the_fly.tokens_per_s",
                   "tokenizing on the fly, tokens/s"),
-         Evidence("11_token_pipelines", "packing.padding", "best-fit padding",
+         Evidence("11b_packing_and_masks", "packing.padding", "best-fit padding",
                   (("method", "best-fit decreasing"),)))),
     Situation(
         "random access to many small records",

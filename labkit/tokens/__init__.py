@@ -1,4 +1,4 @@
-"""Token pipelines for language models (chapter 11): a tokenized corpus, window samplers,
+"""Token pipelines for language models (chapters 11, 11b-11d): a tokenized corpus, windows,
 document epochs with exact resume, packing, document masks, source mixing.
 
 Its public names are reached as ``lk.tokens.NAME`` (``import labkit as lk``); its

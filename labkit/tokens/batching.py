@@ -1,4 +1,4 @@
-"""Batching variable-length documents by a token budget instead of a row count (chapter 11).
+"""Batching variable-length documents by a token budget instead of a row count (chapter 11b).
 
 A fixed ``batch_size`` pads every row to the longest in its batch, so one long document makes
 its short neighbours mostly padding, and the batch's memory swings with its longest row.

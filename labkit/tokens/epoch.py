@@ -1,4 +1,4 @@
-"""Documents, not windows: a sample index over shuffled documents, and exact resume (chapter 11).
+"""Documents, not windows: a sample index over shuffled documents, and exact resume (chapter 11c).
 
 Megatron-style: each epoch shuffles the documents (seeded by seed and epoch), lays them back
 to back, and cuts that stream into samples of ``context + 1`` tokens that overlap by one
@@ -111,7 +111,7 @@ class _Batches(torch.utils.data.IterableDataset):
 
 
 class TokenBatches:
-    """An epoch of document-shuffled token batches with a small, replayable state (chapter 11).
+    """An epoch of document-shuffled token batches with a small, replayable state (chapter 11c).
 
     Iterate it for ``{"x", "y", "pos", "doc", "sample"}`` batches. ``state_dict()`` after any
     batch is ``{seed, epoch, samples_yielded, fingerprint}``; a fresh ``TokenBatches`` given
@@ -123,7 +123,7 @@ class TokenBatches:
     ``batch_size`` is per rank and each step is one global batch of ``world_size x
     batch_size`` samples, rank ``r`` its ``r``-th slice. ``samples_yielded`` counts global
     samples (steps x global batch, as OLMo-core's ``batches_processed``), so every rank saves
-    the same state, and it resumes at any world size (chapter 11, section 6).
+    the same state, and it resumes at any world size (chapter 11c, section 2).
     """
 
     def __init__(self, corpus: TokenCorpus, context: int, batch_size: int, *, seed: int = 0,

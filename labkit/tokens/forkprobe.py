@@ -1,4 +1,4 @@
-"""Tokenizer threads after fork: what HF ``tokenizers`` does in a forked child (chapter 11).
+"""Tokenizer threads after fork: what HF ``tokenizers`` does in a forked child (chapter 11d).
 
 Run as ``python -m labkit.tokens.forkprobe TOKENIZER_JSON CORPUS_JSONL DOCS``: it encodes
 ``DOCS`` documents in this process (``encode_batch`` uses the Rust thread pool unless

@@ -1,4 +1,4 @@
-"""Document masks for packed rows, and a tiny model that proves they work (chapter 11).
+"""Document masks for packed rows, and a tiny model that proves they work (chapter 11b).
 
 A packed row holds several documents. Without a mask, causal attention lets every token see
 the documents before it in the row, and learned positions keep counting across them. With

@@ -1,4 +1,4 @@
-"""Mixing sources by weight: a deterministic blended index vs random choice (chapter 11).
+"""Mixing sources by weight: a deterministic blended index vs random choice (chapter 11d).
 
 Megatron's blended dataset decides, step by step, which source the next sample comes from:
 the one furthest behind its target share (``weight x steps so far - taken``), with no

@@ -1,4 +1,4 @@
-"""Packing documents into fixed-length rows, and what each packer costs (chapter 11).
+"""Packing documents into fixed-length rows, and what each packer costs (chapter 11b).
 
 A packer turns document lengths into rows of at most ``context`` tokens; each row is a list
 of segments ``(doc, start, length)``. Pad-to-max and pad-to-longest give every document its

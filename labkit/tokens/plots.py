@@ -1,4 +1,4 @@
-"""Token pipelines' plots: document lengths, token rates, packing (chapter 11).
+"""Token pipelines' plots: document lengths, token rates, packing (chapters 11, 11b).
 
 Each returns a matplotlib Figure (closed, so a notebook shows it exactly once).
 """

@@ -1,4 +1,4 @@
-"""Chapter 11's torchrun job: lk.tokens.TokenBatches on real ranks, stopped and resumed (ch. 11).
+"""Chapter 11's torchrun job: lk.tokens.TokenBatches on real ranks, stopped and resumed (ch. 11c).
 
 Run by ``lk.remote.torchrun("tokens", module="labkit.tokens.ranks", ...)``, not imported by a
 chapter.
