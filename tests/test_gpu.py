@@ -109,15 +109,15 @@ def test_make_test_gpu_fails_a_chapter_whose_gpu_cells_did_not_run(tmp_path):
     record("10_decode_and_augment", ("skipped", "torchvision missing"))
     record("10b_decode_less_and_gpu", ("ran", None))  # further/10b_...: found by its stem
     record("13_profiling")
-    record("15_video_and_audio", ("skipped", "NVDEC needs torchcodec's CUDA build"))
+    record("15b_audio_spdl_nvdec", ("skipped", "NVDEC needs torchcodec's CUDA build"))  # by stem
     problems = gpu_cells_not_run(tmp_path)
     assert problems == ["10_decode_and_augment: GPU cells skipped: torchvision missing",
                         "13_profiling: its record says nothing of its GPU cells (gpu_paths)",
-                        "15_video_and_audio: GPU cells skipped: NVDEC needs torchcodec's CUDA "
-                        "build",
+                        "further/15b_audio_spdl_nvdec: GPU cells skipped: NVDEC needs "
+                        "torchcodec's CUDA build",
                         "16_capstone: no record (it did not reach its checkpoint cell)"]
     # what the machine cannot bring is left out; only the chapters asked for are checked
-    assert gpu_cells_not_run(tmp_path, ["09_prefetch", "15_video_and_audio"],
+    assert gpu_cells_not_run(tmp_path, ["09_prefetch", "further/15b_audio_spdl_nvdec"],
                              leave_out=["media_gpu"]) == []
     # every one of them says it, in its checkpoint cell
     for chapter in GPU_CHAPTERS:

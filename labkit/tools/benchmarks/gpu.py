@@ -21,11 +21,11 @@ a real GPU's with ``labkit report records/ reference/<machine>``. Without CUDA i
   beside tuned (a worker per usable core, pinned, prefetched), and the tuned loader feeding
   a step it can keep up with, where the goal (waiting at most 5 % of the loop) is judged.
 
-NVDEC (chapter 15) is not here: PyPI's torchcodec is a CPU build, and its CUDA build comes
+NVDEC (further/15b) is not here: PyPI's torchcodec is a CPU build, and its CUDA build comes
 only from PyTorch's own wheel index; ``lk.status("media_gpu")`` says so on the machine.
 
 ``make test-gpu`` also runs the chapters with GPU cells (:data:`GPU_CHAPTERS`: 09, 10, 10b,
-13, 15, 16) under nbval; each chapter's record says in ``gpu_paths`` whether its GPU cells ran,
+13, 15b, 16) under nbval; each chapter's record says in ``gpu_paths`` whether its GPU cells ran,
 and :func:`gpu_cells_not_run` turns a "skipped" beside the GPU into a failure.
 """
 
@@ -331,7 +331,7 @@ def gpu() -> dict:
 GPU_CHAPTERS = {"09_prefetch": "cuda", "further/09b_pinned_memory_and_streams": "cuda",
                 "10_decode_and_augment": "cuda",
                 "further/10b_decode_less_and_gpu": "gpu_decode",
-                "13_profiling": "cuda", "15_video_and_audio": "media_gpu",
+                "13_profiling": "cuda", "further/15b_audio_spdl_nvdec": "media_gpu",
                 "16_capstone": "cuda"}
 
 
