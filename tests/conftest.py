@@ -537,7 +537,7 @@ def pytest_collection_modifyitems(session, config, items):
     """The longest files first (``FILE_SECONDS``), and ``session_last`` tests after every
     other item, the notebooks included.
 
-    Chapter 15 needs FFmpeg's shared libraries (torchcodec): without them its notebook is
+    Chapter 15 and 15b need FFmpeg's shared libraries (torchcodec): without them they are
     skipped with what to install, except under CI=true, where it runs and fails saying so.
     """
     items[:] = _longest_first(items)
@@ -547,7 +547,8 @@ def pytest_collection_modifyitems(session, config, items):
         raise pytest.UsageError(f"session_last tests must live in {SESSION_END}: {stray}")
     if last:
         items[:] = [i for i in items if not i.get_closest_marker(SESSION_LAST)] + last
-    media = [i for i in items if Path(str(i.path)).name == "15_video_and_audio.ipynb"]
+    media = [i for i in items if Path(str(i.path)).name in ("15_video_and_audio.ipynb",
+                                                               "15b_audio_spdl_nvdec.ipynb")]
     if media and os.environ.get("CI") != "true":
         ok, reason = status("ffmpeg")
         if not ok:
