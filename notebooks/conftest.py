@@ -24,8 +24,8 @@ import labkit as lk
 
 STARTMETHOD = lk.paths.REPO_ROOT / "tests" / "startmethod"
 # A cell whose outcome the kernel's default start method cannot change: every loader in it
-# names its multiprocessing_context, or it runs in a Python process of its own (chapter 03's
-# break matrix and drain script). The start-method copies skip it; the plain run keeps it.
+# names its multiprocessing_context, or it runs in a Python process of its own (03b's
+# break matrix). The start-method copies skip it; the plain run keeps it.
 SAME_UNDER_EVERY_METHOD = "same-under-every-start-method"
 # A checked cell whose output needs a Linux-only facility (labkit/facilities.py): the
 # ``[macos]`` copy runs it, and it must not fail, but does not compare its output.
@@ -132,7 +132,7 @@ class StartMethodNotebook(IPyNbFile):
     def collect(self):
         """nbval's cells, those tagged ``SAME_UNDER_EVERY_METHOD`` skipped saying why:
         running them again under this method would repeat the plain run's experiment
-        (chapter 03's break matrix names all three methods itself: 70-110 s per copy)."""
+        (03b's break matrix names all three methods itself: 70-110 s per copy)."""
         hide_linux = COPIES[self.method][1]
         for cell in super().collect():
             tags = cell.cell.metadata.get("tags", ())

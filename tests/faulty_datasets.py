@@ -39,7 +39,7 @@ class BreaksAt(Dataset):
     error wherever the main thread is; a death in the loader's first milliseconds can land
     inside ``multiprocessing.Queue.put`` (torch sending indices), where the error can leave
     the queue's lock held and ``del it`` then hangs forever, or inside torch's first
-    ``record_function``, which swallows it (chapter 03, "A death at a bad moment"). A test
+    ``record_function``, which swallows it (CONTRIBUTING, "Races the kit has met"). A test
     that pins the usual path waits; one CI run hung without it.
     """
 

@@ -457,7 +457,7 @@ def test_worker_crash_is_a_runtime_error_and_del_it_leaves_no_worker(context, ho
     worker is the fork server's child: torch finds it dead only when timeout= runs out.
 
     The worker dies 1 s in, with the main thread waiting for a batch: a death in the first
-    milliseconds can hang ``del it`` for good (see ``BreaksAt``; chapter 03)."""
+    milliseconds can hang ``del it`` for good (see ``BreaksAt``; 03b)."""
     r = break_a_loader(context, how, timeout, after_s=1.0)
     assert r["error"] and r["error"]["type"] == "RuntimeError", r
     assert re.search(_DEAD, r["error"]["message"]), r

@@ -10,7 +10,7 @@ JupyterLab; chapter 00 runs them all. The facts, and why each matters:
   default of 64 MiB ends in "bus error" or "No space left on device" (torch's
   multiprocessing notes; ``docker run --shm-size``).
 - start method: ``fork`` here; ``spawn`` (macOS, Windows) and ``forkserver`` (Linux from
-  Python 3.14) re-import the code workers run (chapter 03).
+  Python 3.14) re-import the code workers run (03b).
 - free-threaded build: chapter 09's threads-vs-processes rows change meaning without the GIL.
 - FFmpeg libraries: torchcodec and SPDL load the system's (chapter 15); PyAV brings its own.
 - browser: only the real-browser test (``make test``) needs Debian's chromium and chromedriver.
