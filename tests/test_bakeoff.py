@@ -105,6 +105,10 @@ def test_run_bakeoff_skips_absent_and_measures_baseline(data, monkeypatch):
     assert lk.capstone.plot_bakeoff(results) is not None
     row = results[2].as_dict()
     assert row["samples_per_s"] is None and row["skipped"]
+    names = [o["name"] for r in results for o in r.as_observations()]
+    assert names == [*["bakeoff.samples_per_s", "bakeoff.ratio", "bakeoff.exactly_once"] * 2,
+                     "bakeoff.skipped", "bakeoff.samples_per_s", "bakeoff.ratio",
+                     "bakeoff.exactly_once"]
 
 
 def test_a_loader_that_drops_samples_is_caught(data, monkeypatch):

@@ -104,7 +104,7 @@ def loader_factory(images, packed, samples):
     return loader_for
 
 
-def test_run_tuning_audits_every_step(images, packed, live_workers):
+def test_run_tuning_audits_every_step(images, packed, live_workers, tmp_path):
     steps = lk.capstone.tuning_steps(num_workers=1, decoder="pil", big_batch_size=16)
     steps = [steps[0], steps[1], steps[2], steps[3], steps[6]]  # + persistent workers
     seen, alive, before = [], [], {p.pid for p in live_workers()}
@@ -124,6 +124,10 @@ def test_run_tuning_audits_every_step(images, packed, live_workers):
     table = lk.capstone.format_tuning(results)
     assert table.splitlines()[2].startswith("naive") and "x naive" in table
     assert lk.capstone.plot_tuning(results) is not None
+    ck = lk.Checkpoint("16_capstone", records_dir=tmp_path).add(results)
+    assert [o["name"] for o in ck.observations[:4]] == [
+        "tuning.samples_per_s", "tuning.kept", "tuning.gain", "tuning.exactly_once"]
+    assert ck.observations[2]["config"]["pairs"] == 2 and len(ck.observations) == 4 * 5
 
 
 @pytest.mark.parametrize("min_gain", [0.0, 1e9])

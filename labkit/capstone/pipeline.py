@@ -176,6 +176,22 @@ class TuningResult:
         """Whole-pass samples/s: start-up and first batch included (``epoch_samples_per_s``)."""
         return self.measurement.epoch_samples_per_s
 
+    def as_observations(self, name: str | None = None, config: dict | None = None) -> list:
+        """Observations for a checkpoint record (``ckpt.add(results)``): ``tuning.``
+        ``samples_per_s``, ``kept``, ``gain`` (its pairs, verdict, interval and coverage in
+        the config) and ``exactly_once``, each with the step's name in its config."""
+        key, cfg = name or "tuning", {"step": self.step.name, **(config or {})}
+        gain_cfg = {**cfg, "pairs": len(self.measurement.passes), "verdict": self.verdict,
+                    "interval": [round(x, 4) for x in self.gain_ci],
+                    "coverage": round(self.gain_level, 4)}
+        rows = [("samples_per_s", round(self.samples_per_s, 1), "samples/s",
+                 {**cfg, **self.config}),
+                ("kept", self.kept, "", cfg),
+                ("gain", round(self.gain, 4), "x best so far", gain_cfg),
+                ("exactly_once", self.audit.ok, "", cfg)]
+        return [{"name": f"{key}.{n}", "value": v, "unit": u, "config": c, "note": None}
+                for n, v, u, c in rows]
+
 
 def _paired_passes(candidate, best, step: Callable, n: int, pairs: int, name: str,
                    config: dict):

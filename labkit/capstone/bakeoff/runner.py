@@ -37,6 +37,22 @@ class BakeoffResult:
     def samples_per_s(self) -> float | None:
         return self.measurement.epoch_samples_per_s if self.measurement else None
 
+    def as_observations(self, name: str | None = None, config: dict | None = None) -> list:
+        """Observations for a checkpoint record (``ckpt.add(results)``): ``bakeoff.``
+        ``samples_per_s``, ``ratio`` (x torch map-style) and ``exactly_once`` for a loader
+        that ran, ``bakeoff.skipped`` (the reason) for one that did not."""
+        key = name or "bakeoff"
+        cfg = {"loader": self.name, "library": self.library, "version": self.version,
+               "num_workers": self.num_workers, **(config or {})}
+        if self.ok:
+            rows = [("samples_per_s", round(self.samples_per_s, 1), "samples/s"),
+                    ("ratio", round(self.ratio, 3), "x torch map-style"),
+                    ("exactly_once", self.audit.ok, "")]
+        else:
+            rows = [("skipped", (self.skipped or self.error or "")[:200], "")]
+        return [{"name": f"{key}.{n}", "value": v, "unit": u, "config": dict(cfg), "note": None}
+                for n, v, u in rows]
+
     def as_dict(self) -> dict:
         m = self.measurement
         return {
