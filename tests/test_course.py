@@ -14,6 +14,10 @@ import pytest
 OVER_TODAY: dict[str, str] = {
 }
 
+# Notebooks whose workshop-scale run is not recorded yet (their minutes count prose, code and
+# exercises only, and must fit the hour without it). The list may only shrink, as above.
+NOT_MEASURED: set[str] = set()
+
 NOTEBOOKS = course.notebooks()
 SECONDS = course.run_seconds() if course.RUN.exists() else {}
 
@@ -21,11 +25,13 @@ SECONDS = course.run_seconds() if course.RUN.exists() else {}
 def test_the_record_is_a_workshop_run_of_every_notebook():
     data = json.loads(course.RUN.read_text(encoding="utf-8"))
     assert {r["scale"] for r in data["runs"].values()} == {"workshop"}
-    missing = [p.stem for p in NOTEBOOKS if p.stem not in SECONDS]
-    assert not missing, (
-        f"no workshop run time for {missing}: run `labkit run --scale workshop "
-        f"{' '.join(m.split('_')[0] for m in missing)}` and record it with "
+    missing = {p.stem for p in NOTEBOOKS if p.stem not in SECONDS}
+    assert not missing - NOT_MEASURED, (
+        f"no workshop run time for {sorted(missing - NOT_MEASURED)}: run `labkit run --scale "
+        f"workshop {' '.join(m.split('_')[0] for m in sorted(missing))}` and record it with "
         f"`python tests/course.py --write runs/<run>/run.json`")
+    assert not NOT_MEASURED - missing, (
+        f"measured now: take {sorted(NOT_MEASURED - missing)} out of NOT_MEASURED")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
