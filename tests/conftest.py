@@ -473,21 +473,22 @@ def pytest_xdist_make_scheduler(config, log):
 # while it finishes, so the long ones go first (longest-processing-time first). A chapter
 # under a forced start method is its own file (``03_map_style_vs_iterable.ipynb[spawn]``,
 # notebooks/conftest.py). Measured at ci scale on a 2-core machine, in one session with
-# ``--start-methods=macos,forkserver`` (a quiet fresh clone, issue 33); a file not listed
+# ``--start-methods=macos,forkserver`` (a quiet fresh clone of 671f642, issue 45: its 25
+# slowest files); a file not listed
 # follows them, most tests first.
 FILE_SECONDS = {
-    "08_shuffling_and_resume.ipynb[macos]": 205, "03_map_style_vs_iterable.ipynb": 192,
-    "09_prefetch.ipynb[macos]": 181, "test_fault_matrix.py": 176,
-    "03_map_style_vs_iterable.ipynb[macos]": 164, "12_storage_formats.ipynb[macos]": 137,
-    "11_token_pipelines.ipynb[macos]": 114, "06_webdataset.ipynb[macos]": 110,
-    "04_scaling_out.ipynb[macos]": 101, "13_profiling.ipynb[macos]": 95,
-    "05_parquet_and_arrow.ipynb[macos]": 86, "08_shuffling_and_resume.ipynb[forkserver]": 86,
-    "16_capstone.ipynb[macos]": 84, "test_cli.py": 82, "07_hf_datasets_streaming.ipynb[macos]": 75,
-    "11_token_pipelines.ipynb[forkserver]": 73, "10_decode_and_augment.ipynb[macos]": 71,
-    "test_objstore_systems.py": 67, "15_video_and_audio.ipynb[macos]": 66, "test_formats.py": 63,
-    "12_storage_formats.ipynb": 63, "12_storage_formats.ipynb[forkserver]": 61,
-    "test_diagnose.py": 59, "01_measuring_a_loader.ipynb[macos]": 56,
-    "09_prefetch.ipynb[forkserver]": 55,
+    "06_webdataset.ipynb[macos]": 156, "test_fault_matrix.py": 135,
+    "03b_worker_processes.ipynb": 120, "04_scaling_out.ipynb[macos]": 114,
+    "08c_resume_in_libraries.ipynb[macos]": 101, "08_shuffling_and_resume.ipynb[macos]": 86,
+    "09_prefetch.ipynb[macos]": 83, "11c_epochs_and_resume.ipynb[macos]": 80,
+    "16_capstone.ipynb[macos]": 74, "03_map_style_vs_iterable.ipynb[macos]": 70,
+    "test_diagnose.py": 64, "10_decode_and_augment.ipynb[macos]": 57,
+    "09c_workers_and_tuning.ipynb[macos]": 56, "07_hf_datasets_streaming.ipynb[macos]": 54,
+    "12_storage_formats.ipynb[macos]": 53, "08c_resume_in_libraries.ipynb[forkserver]": 52,
+    "04b_uneven_shards.ipynb[macos]": 52, "05_parquet_and_arrow.ipynb[macos]": 51,
+    "test_objstore_systems.py": 47, "test_formats.py": 47, "00_start_here.ipynb[macos]": 45,
+    "12b_more_formats.ipynb[macos]": 43, "15_video_and_audio.ipynb[macos]": 42,
+    "13_profiling.ipynb[macos]": 42, "07_hf_datasets_streaming.ipynb[forkserver]": 40,
 }
 
 
