@@ -18,6 +18,8 @@ from pathlib import Path
 
 import nbformat
 
+from labkit.tools.runner import chapters
+
 REPO = Path(__file__).resolve().parent.parent
 RUN = REPO / "docs" / "workshop-run.json"   # a fresh clone's `labkit run --scale workshop`
 LIMIT = 60                                  # minutes: a workshop's slot
@@ -45,10 +47,8 @@ class Minutes:
 
 
 def notebooks() -> list[Path]:
-    """The chapters, then the "Going further" notebooks (``labkit run``'s order)."""
-    nbs = REPO / "notebooks"
-    return sorted([*nbs.glob("[0-9][0-9]_*.ipynb"), *nbs.glob("further/*.ipynb")],
-                  key=lambda p: p.stem)
+    """The chapters and their "Going further" notebooks, in ``labkit run``'s order."""
+    return chapters(REPO / "notebooks")
 
 
 def count(path: Path, run_s: float | None) -> Minutes:

@@ -4,6 +4,7 @@ the model in tests/course.py over each notebook and its measured workshop-scale 
 from __future__ import annotations
 
 import json
+import re
 
 import course
 import nbformat
@@ -88,8 +89,6 @@ def test_the_model_counts_what_it_says(tmp_path):
 def test_the_readmes_one_day_track_fits_six_hours():
     """README's "A one-day workshop" table: each row's minutes are the model's for that
     notebook (rounded), and they sum to at most 6 hours."""
-    import re
-
     text = (course.REPO / "README.md").read_text(encoding="utf-8")
     section = text.split("## A one-day workshop", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| *\d+ *\| *`([0-9]{2}[a-z]?_\w+)` *\| *(\d+) *\|", section, re.M)

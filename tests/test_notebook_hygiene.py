@@ -15,9 +15,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-_NB = Path(__file__).parent.parent / "notebooks"
-# the chapters, then the "Going further" notebooks (further/NNb_topic.ipynb)
-NOTEBOOKS = [*sorted(_NB.glob("[0-9][0-9]_*.ipynb")), *sorted(_NB.glob("further/*.ipynb"))]
+from labkit.tools.runner import chapters
+
+# the chapters and their "Going further" notebooks (further/NNb_topic.ipynb), labkit run's list
+NOTEBOOKS = chapters(Path(__file__).parent.parent / "notebooks")
 CHECK = "# NBVAL_CHECK_OUTPUT"
 
 

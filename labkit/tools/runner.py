@@ -9,7 +9,9 @@ rendered as one HTML file, plots inside, so a workshop can share what a machine 
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import socket
 import time
 import uuid
@@ -148,10 +150,8 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
 
 
 def _write_summary(path: Path, scale: str, results: list[NotebookRun]) -> None:
-    """``run.json``: each notebook's wall time, for the course's minutes (CONTRIBUTING)."""
-    import json
-    import platform
-
+    """``run.json``: each notebook's wall time, for the course's minutes (CONTRIBUTING).
+    Written again after each notebook, so a run stopped midway keeps what it ran."""
     path.write_text(json.dumps({
         "scale": scale, "host": socket.gethostname(), "cpus": os.cpu_count(),
         "platform": platform.platform(), "python": platform.python_version(),
