@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
@@ -53,6 +54,28 @@ def test_nvjpeg_timing_holds_the_decode_calls_alone(monkeypatch):
     r = gpu.gpu_decode_rate([b"x"] * 5, batch_size=2, device="cpu", repeats=3)
     assert calls == {"status": 1, "metadata": 0, "decode": 1 + 3 * 3}  # warm-up + 3 x 3 batches
     assert r["images"] == 5 and r["samples_per_s"] > 0
+
+
+def test_dali_timing_is_one_clock_without_the_prefetched_batches():
+    """Review 10-F4: DALI works ``prefetch_queue_depth`` batches ahead, so short trials timed
+    one after another inherit each other's batches. steady_rate warms up one pass, times
+    all passes under one clock, and takes the batches ready at the start off the count."""
+    from labkit.images.gpu import steady_rate
+
+    passes_started = []
+
+    class Loader:   # a loader of 3 batches of 4, that counts its passes
+        def __iter__(self):
+            passes_started.append(len(passes_started))
+            return iter([[0] * 4] * 3)
+
+    syncs = []
+    r = steady_rate(Loader(), passes=2, prefetched=8, sync=lambda: syncs.append(1))
+    assert passes_started == [0, 1, 2]          # one warm-up pass, then the two timed
+    assert r["images"] == 2 * 3 * 4 - 8          # the 8 prefetched ones are not counted
+    assert len(syncs) == 2 and r["samples_per_s"] > 0   # the device waited for at both ends
+    src = inspect.getsource(lk.images.dali_decode_rate)
+    assert "DALIGenericIterator" in src and "steady_rate(" in src and "best_of" not in src
 
 
 @pytest.mark.gpu(probe="gpu_decode")  # skipped, with the reason, where it cannot run

@@ -1,4 +1,4 @@
-"""Child process of :func:`labkit.formats.tfdata.tfdata_measure` (chapter 12): tf.data alone.
+"""Child process of :func:`labkit.formats.tfdata.tfdata_measure` (chapter 12b): tf.data alone.
 
 Run as a script, not imported: TensorFlow and the ``tfrecord`` package both register the
 ``tensorflow.Example`` protobuf messages, so they cannot share a process. Prints one JSON

@@ -1,4 +1,4 @@
-"""Preprocessing ahead: resize JPEGs once, or store raw uint8 pixels; when it pays (chapter 12).
+"""Preprocessing ahead: resize JPEGs once, or store raw uint8 pixels; when it pays (chapter 12c).
 
 Three ways to hand the model ``size x size`` images: decode the original JPEGs and resize
 every epoch, decode JPEGs resized ahead of time, or read raw uint8 pixels (no decode, many

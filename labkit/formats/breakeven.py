@@ -1,4 +1,4 @@
-"""The break-even of preprocessing ahead, moved by image size and disk speed (chapter 12).
+"""The break-even of preprocessing ahead, moved by image size and disk speed (chapter 12c).
 
 :class:`BreakEven` holds the logic in plain Python (tests drive it without a browser):
 the choices measured at one training size, rescaled to another, and their samples/s at a

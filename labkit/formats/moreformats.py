@@ -1,4 +1,4 @@
-"""Two more random-access formats, optional: Lance and ArrayRecord (chapter 12).
+"""Two more random-access formats, optional: Lance and ArrayRecord (chapter 12b).
 
 **Lance** (``pylance``) is a columnar format built for random access: a dataset is a folder of
 data files plus versioned manifests, and ``dataset.take(indices)`` reads rows by position.

@@ -1,4 +1,4 @@
-"""One tensor file for a dataset, a row at a time: torch.load(mmap=True), safetensors (chapter 12).
+"""One tensor file for a dataset, a row at a time: torch.load(mmap=True), safetensors (chapter 12b).
 
 ``torch.save`` of one big tensor, loaded with ``torch.load(path, mmap=True)``, gives back a
 tensor whose storage is the file, memory-mapped: ``t[i]`` touches only row ``i``'s pages.

@@ -1,4 +1,4 @@
-"""Per-sample tensors on disk with ``torch.save``, read back with ``torch.load`` (chapter 12).
+"""Per-sample tensors on disk with ``torch.save``, read back with ``torch.load`` (chapters 12, 12b).
 
 The "preprocess once, save tensors" layout: no decoding at load time, but one file (and
 one open, one unpickle with ``weights_only=True``) per sample, like a folder of JPEGs.

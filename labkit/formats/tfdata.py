@@ -1,4 +1,4 @@
-"""The other ecosystem's loader: TFRecord -> tf.data -> numpy -> torch, optional (chapter 12).
+"""The other ecosystem's loader: TFRecord -> tf.data -> numpy -> torch, optional (chapter 12b).
 
 ``tensorflow-cpu`` is large, so it is the optional ``tfdata`` extra; ``lk.status("tfdata")``
 says whether it is there and, if not, exactly why. TensorFlow runs in a child process

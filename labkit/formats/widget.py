@@ -1,4 +1,4 @@
-"""The break-even widget: image size and disk speed sliders around a BreakEven (chapter 12).
+"""The break-even widget: image size and disk speed sliders around a BreakEven (chapter 12c).
 
 All logic is in :class:`~labkit.formats.breakeven.BreakEven`; this only wires ipywidgets
 controls, a PNG plot and a summary line to it.

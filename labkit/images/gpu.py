@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import io
+import time
 
 from ..errors import LabkitError
 from ..instruments.timer import best_of
@@ -150,15 +151,26 @@ def gpu_decode_rate(blobs: list[bytes], batch_size: int = 64, device="cuda",
 
 
 def dali_decode_rate(files: list, batch_size: int = 64, repeats: int = 3) -> dict:
-    """Images/s of a DALI pipeline (file reader + mixed CPU/GPU decoder) over ``files``."""
+    """Images/s of a DALI pipeline (file reader + mixed CPU/GPU decoder) over ``files``, as a
+    PyTorch loop sees it: through DALI's ``DALIGenericIterator``, over ``repeats`` epochs.
+
+    Review 10-F4: DALI runs ``prefetch_queue_depth`` (2) iterations ahead, so timing short
+    trials one after another lets each trial inherit the batches the last one scheduled.
+    Here one warm-up epoch, then one clock over ``repeats`` epochs (:func:`steady_rate`),
+    and the batches ready when the clock started are not counted.
+    """
     ok, reason = _dali_status()
     if not ok:
         raise LabkitError(f"DALI decode cannot run here: {reason}")
+    import torch
     from nvidia.dali import fn, pipeline_def
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
     files = [str(f) for f in files]
+    depth = 2  # DALI's default prefetch_queue_depth, named so the count below can use it
 
-    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=0)
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=0,
+                  prefetch_queue_depth=depth)
     def pipe():
         jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))),
                                         name="reader")
@@ -166,10 +178,34 @@ def dali_decode_rate(files: list, batch_size: int = 64, repeats: int = 3) -> dic
 
     p = pipe()
     p.build()
-    steps = -(-len(files) // batch_size)
-    # the first run (warm-up) builds the decoder's state; the mixed decoder's output is on
-    # the GPU, so the clock waits for the device
-    best = best_of(lambda: [p.run() for _ in range(steps)], repeats=repeats,
-                   sync="cuda").best_s
-    n = steps * batch_size
-    return {"images": n, "batch_size": batch_size, "seconds": best, "samples_per_s": n / best}
+    # the loop DALI's PyTorch examples type: each batch is a list, one dict per pipeline
+    loader = DALIGenericIterator([p], ["images", "labels"], reader_name="reader",
+                                 last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
+    r = steady_rate(loader, passes=repeats, prefetched=depth * batch_size,
+                    count=lambda batch: batch[0]["labels"].shape[0],
+                    sync=torch.cuda.synchronize)
+    return {**r, "batch_size": batch_size}
+
+
+def steady_rate(loader, passes: int, prefetched: int = 0, count=len, sync=None) -> dict:
+    """Samples/s of ``passes`` back-to-back passes over ``loader``, one clock for all of
+    them, after one untimed warm-up pass (chapter 10b, DALI; review 10-F4).
+
+    For a loader that works ahead (DALI's prefetch queue): ``prefetched`` samples were
+    ready before the clock started and are taken off the count. ``count(batch)`` is a
+    batch's samples; ``sync`` waits for the device before the clock is read.
+    """
+    for _ in loader:   # warm-up: the decoder's state, the first epoch's start-up
+        pass
+    if sync:
+        sync()
+    n = 0
+    start = time.perf_counter()
+    for _ in range(passes):
+        for batch in loader:
+            n += count(batch)
+    if sync:
+        sync()
+    seconds = time.perf_counter() - start
+    n = max(n - prefetched, 0)
+    return {"images": n, "seconds": seconds, "samples_per_s": n / seconds}

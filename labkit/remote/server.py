@@ -29,7 +29,7 @@ FAULT_KINDS = ("status", "drop", "stall")
 
 @dataclass(frozen=True)
 class Fault:
-    """One injected fault, applied to the requests it matches (chapter 06).
+    """One injected fault, applied to the requests it matches (chapter 06b).
 
     Args:
         kind: ``"status"`` (answer ``code``, e.g. 503, with no body), ``"drop"`` (send the
