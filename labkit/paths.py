@@ -1,4 +1,4 @@
-"""Where the kit keeps things: fixture specs, generated data, records, runs (ch. 00, 13).
+"""Where the kit keeps things: fixture specs, generated data, records, runs, notebooks (ch. 00, 13).
 
 Every location can be moved with an environment variable, so a workshop can put data on
 a fast local disk and CI can point records at a scratch folder.
@@ -36,6 +36,19 @@ def records_dir() -> Path:
 def notebooks_dir() -> Path:
     """The chapters (LABKIT_NOTEBOOKS overrides, for tests)."""
     return _env_path("LABKIT_NOTEBOOKS", REPO_ROOT / "notebooks")
+
+
+def notebook_path(stem: str) -> str:
+    """A notebook's path under :func:`notebooks_dir`, without ``.ipynb``: a chapter's stem
+    (``14_object_stores``) as it is, a "Going further" one (``14b_...``: a letter after the
+    number) under ``further/``. The one place the kit relates a stem to its file."""
+    return stem if stem.partition("_")[0].isdigit() else f"further/{stem}"
+
+
+def chapter_of(stem: str) -> str:
+    """The chapter a notebook belongs to: ``"14"`` for ``14_object_stores`` and for
+    ``14b_cache_faults_clients`` (or ``further/14b_...``) alike."""
+    return stem.rsplit("/", 1)[-1][:2]
 
 
 def runs_dir() -> Path:

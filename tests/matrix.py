@@ -93,7 +93,9 @@ def table(records: list[dict]) -> str:
         for c in r["cells"]:
             ran = "unit tests"
             if c["kind"] == "chapters":  # a few by name (chapter 15), many by count
-                # "15_video_and_audio" -> 15; "15b_spdl_..." -> 15b (a Going-further notebook)
+                # "15_video_and_audio" -> 15; "15b_spdl_..." -> 15b (a Going-further notebook:
+                # labkit.paths.notebook_path's rule; this file runs on the system Python,
+                # without labkit, at the end of .ci/run)
                 names = [stem.split("_")[0] for stem in c["chapters"]]
                 further = sum(not n.isdigit() for n in names)
                 ran = (f"{len(names) - further} chapters"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 
 import pytest
 import torch
@@ -130,13 +131,13 @@ def test_make_test_gpu_fails_a_chapter_whose_gpu_cells_did_not_run(tmp_path):
     record("09_prefetch", ("ran", None))
     record("09b_pinned_memory_and_streams", ("ran", None))
     record("10_decode_and_augment", ("skipped", "torchvision missing"))
-    record("10b_decode_less_and_gpu", ("ran", None))  # further/10b_...: found by its stem
+    record("10b_decode_less_and_gpu", ("ran", None))
     record("13_profiling")
     record("15b_audio_spdl_nvdec", ("skipped", "NVDEC needs torchcodec's CUDA build"))  # by stem
     problems = gpu_cells_not_run(tmp_path)
     assert problems == ["10_decode_and_augment: GPU cells skipped: torchvision missing",
                         "13_profiling: its record says nothing of its GPU cells (gpu_paths)",
-                        "further/15b_audio_spdl_nvdec: GPU cells skipped: NVDEC needs "
+                        "15b_audio_spdl_nvdec: GPU cells skipped: NVDEC needs "
                         "torchcodec's CUDA build",
                         "16_capstone: no record (it did not reach its checkpoint cell)"]
     # what the machine cannot bring is left out; only the chapters asked for are checked
@@ -144,7 +145,8 @@ def test_make_test_gpu_fails_a_chapter_whose_gpu_cells_did_not_run(tmp_path):
                              leave_out=["media_gpu"]) == []
     # every one of them says it, in its checkpoint cell
     for chapter in GPU_CHAPTERS:
-        cells = json.loads((lk.paths.REPO_ROOT / "notebooks" / f"{chapter}.ipynb").read_text())
+        nb = lk.paths.REPO_ROOT / "notebooks" / f"{lk.paths.notebook_path(chapter)}.ipynb"
+        cells = json.loads(nb.read_text())
         code = "".join("".join(c["source"]) for c in cells["cells"] if c["cell_type"] == "code")
         assert 'rec.observe("gpu_paths"' in code, chapter
 
@@ -216,3 +218,24 @@ def test_the_gpu_wheel_bundle_is_whole():
             if re.sub(r"[-_.]+", "-", req.name).lower() not in listed | has:
                 missing.append(f"{dist} needs {req.name}")
     assert missing == []
+
+
+def test_test_gpu_chapters_reads_its_list_from_gpu_py():
+    """.ci/test-gpu-chapters' default is GPU_CHAPTERS itself, each as its path under
+    notebooks/ (labkit.paths.notebook_path): one list, and every path a notebook."""
+    import subprocess
+    import sys
+
+    from labkit.tools.benchmarks.gpu import GPU_CHAPTERS
+
+    script = lk.paths.REPO_ROOT / ".ci" / "test-gpu-chapters"
+    body = script.read_text()
+    fn = body[body.index("default_chapters() {"):]
+    fn = fn[:fn.index("\n}\n") + 3]
+    out = subprocess.run(["bash", "-c", f'py="$1"\n{fn}default_chapters', "_", sys.executable],
+                         capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(lk.paths.REPO_ROOT)}).stdout
+    listed = out.split()
+    assert [p.rsplit("/", 1)[-1] for p in listed] == list(GPU_CHAPTERS)
+    for p in listed:
+        assert (lk.paths.REPO_ROOT / "notebooks" / f"{p}.ipynb").is_file(), p

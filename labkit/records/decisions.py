@@ -189,7 +189,7 @@ def decision_table(records=None, *, records_dir=None, scale: str | None = None) 
         notebooks = list(dict.fromkeys(ev.chapter for ev in s.evidence))
         chapters: dict[str, str] = {}
         for nb in notebooks:   # a Going-further notebook (14b_...) counts as its chapter's
-            chapters.setdefault(nb[:2], nb)
+            chapters.setdefault(paths.chapter_of(nb), nb)
         rows.append({"situation": s.situation, "recommendation": s.recommendation,
                      "chapters": list(chapters.values()), "notebooks": notebooks,
                      "evidence": found})
@@ -198,8 +198,7 @@ def decision_table(records=None, *, records_dir=None, scale: str | None = None) 
 
 def _chapter_link(chapter: str) -> str:
     nn, _, rest = chapter.partition("_")
-    folder = "further/" if not nn.isdigit() else ""   # 14b_...: a Going-further notebook
-    return f"[{nn} {rest.replace('_', ' ')}]({folder}{chapter}.ipynb)"
+    return f"[{nn} {rest.replace('_', ' ')}]({paths.notebook_path(chapter)}.ipynb)"
 
 
 def format_decision_table(rows: list[dict], figures: bool = True) -> str:

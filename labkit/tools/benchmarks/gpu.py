@@ -325,13 +325,12 @@ def gpu() -> dict:
     return result | {"verdict": v, "goal_met": v == "pass"}
 
 
-#: The chapters with GPU cells (a "Going further" notebook as ``further/NNb_topic``, its path
-#: under notebooks/), and the probe (``lk.status``) each one's GPU path needs. Each records
-#: ``gpu_paths``: "ran", or "skipped" with the reason.
-GPU_CHAPTERS = {"09_prefetch": "cuda", "further/09b_pinned_memory_and_streams": "cuda",
-                "10_decode_and_augment": "cuda",
-                "further/10b_decode_less_and_gpu": "gpu_decode",
-                "13_profiling": "cuda", "further/15b_audio_spdl_nvdec": "media_gpu",
+#: The notebooks with GPU cells, by stem (``labkit.paths.notebook_path`` gives each one's path
+#: under notebooks/; ``.ci/test-gpu-chapters`` reads this list), and the probe (``lk.status``)
+#: each one's GPU path needs. Each records ``gpu_paths``: "ran", or "skipped" with the reason.
+GPU_CHAPTERS = {"09_prefetch": "cuda", "09b_pinned_memory_and_streams": "cuda",
+                "10_decode_and_augment": "cuda", "10b_decode_less_and_gpu": "gpu_decode",
+                "13_profiling": "cuda", "15b_audio_spdl_nvdec": "media_gpu",
                 "16_capstone": "cuda"}
 
 
@@ -343,9 +342,10 @@ def gpu_cells_not_run(records_dir, chapters=tuple(GPU_CHAPTERS), leave_out=()) -
     newest = {r["chapter"]: r for r in load_records(records_dir)}  # oldest first
     problems = []
     for chapter in chapters:
-        if GPU_CHAPTERS.get(chapter, "cuda") in leave_out:
+        stem = chapter.rsplit("/", 1)[-1]   # a path under notebooks/ or a stem; records: stems
+        if GPU_CHAPTERS.get(stem, "cuda") in leave_out:
             continue
-        record = newest.get(chapter.rsplit("/", 1)[-1])  # a record is named by its stem
+        record = newest.get(stem)
         said = [o for o in (record or {}).get("observations", []) if o["name"] == "gpu_paths"]
         if record is None:
             problems.append(f"{chapter}: no record (it did not reach its checkpoint cell)")
