@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 import shutil
 import subprocess
@@ -381,6 +382,54 @@ def test_lmdb_lock_is_one_choice_per_file_per_process(rows, tmp_path):
         lk.formats.LmdbRows(p)
     eager = lk.formats.EagerLmdbRows(shutil.copytree(p, tmp_path / "e.lmdb"), lock=False)
     assert eager.env.flags()["lock"] is False
+
+
+def _no_readers(env) -> bool:
+    return env.readers().strip().splitlines()[1:] == []   # the header line only
+
+
+def test_lmdb_lock_true_parent_reads_on_after_forked_workers_close_its_copy(rows, tmp_path):
+    """open_env closes an inherited environment in each forked worker, then opens its own.
+    With lock=True that is safe because the parent holds no reader slot at the fork."""
+    p = tmp_path / "parent.lmdb"
+    lk.formats.write_lmdb(p, rows)
+    ds = lk.formats.LmdbRows(p, lock=True)
+    ds[0]
+    assert _no_readers(ds.handle)   # nothing cached, nothing held open across the fork
+    out = lk.formats.trap_trial(through(ds), rows)
+    assert (out.outcome, out.delivered, out.wrong) == ("ok", N, 0), out.line()
+    for i in (1, 2, 3):   # the parent reads on through the environment its workers closed
+        assert torch.equal(ds[i][0], torch.from_numpy(rows[i]))
+
+
+def test_why_open_env_caches_no_lmdb_transaction(rows, tmp_path):
+    """The hazard open_env avoids: a read transaction cached at the fork keeps the parent's
+    reader slot; the child's close aborts it and frees that slot in the shared lock.mdb, so
+    the parent's next read fails (py-lmdb 3.0, LMDB 0.9.36)."""
+    p = tmp_path / "spare.lmdb"
+    lk.formats.write_lmdb(p, rows)
+    env = lmdb.open(str(p), readonly=True, lock=True, max_spare_txns=1)
+    with env.begin() as txn:
+        txn.get(b"00000000")
+    del txn   # the transaction goes back to py-lmdb's cache, keeping its slot
+    if _no_readers(env):
+        env.close()
+        pytest.skip(f"py-lmdb {lmdb.__version__} caches no read transaction")
+    pid = os.fork()
+    if pid == 0:   # the child: close the inherited environment, as open_env does
+        code = 1
+        try:
+            env.close()
+            code = 0
+        finally:
+            os._exit(code)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert _no_readers(env)   # the parent's slot is gone
+    with pytest.raises(lmdb.BadRslotError):
+        env.begin()
+    with env.begin() as txn:   # the failed renew dropped the cached one; a new one works
+        assert txn.get(b"00000001") is not None
+    env.close()
 
 
 # -- Lance and ArrayRecord, the optional moreformats extra -------------------------------------

@@ -67,9 +67,15 @@ _ENVS: dict[tuple[int, str], object] = {}
 def open_env(path: Path, *, lock: bool = False):
     """This process's read-only environment for ``path`` (opened once, then reused).
 
-    One inherited through ``fork()`` is closed first, in the child: closing it is what lets
-    py-lmdb open the files again in this process (LMDB's close clears only reader slots
-    that carry the closing process's pid, so the parent's are left alone).
+    One inherited through ``fork()`` is closed first, in the child: py-lmdb refuses to open
+    the files again in this process until it is. With ``lock=True`` that close is safe only
+    because the parent holds no read transaction at the fork: closing aborts the
+    environment's transactions, and aborting one frees its reader slot in ``lock.mdb``,
+    which the parent shares. A transaction py-lmdb cached (``max_spare_txns=1``) then fails
+    the parent's next read with ``MDB_BAD_RSLOT``; one held open keeps reading with no slot.
+    So no transaction is cached here (``max_spare_txns=0``, explicit: py-lmdb's defaults
+    have differed between releases), and :class:`LmdbRows` ends each read's transaction
+    before it returns. ``tests/test_formats.py`` checks both.
 
     ``lock=False`` (the default here): no reader table in ``lock.mdb``, the usual choice for
     read-only data no process writes while it is read. ``lock=True`` is LMDB's default;
@@ -87,8 +93,9 @@ def open_env(path: Path, *, lock: bool = False):
     for (other, k) in [k for k in _ENVS if k[1] == key]:  # the parent's copy, inherited
         _ENVS.pop((other, k)).close()
     try:
-        # readahead=False: random reads should not pull in neighbouring pages
-        env = lmdb.open(key, readonly=True, lock=lock, readahead=False,
+        # readahead=False: random reads should not pull in neighbouring pages;
+        # max_spare_txns=0: a cached transaction would hold a reader slot across a fork
+        env = lmdb.open(key, readonly=True, lock=lock, readahead=False, max_spare_txns=0,
                         subdir=Path(path).is_dir())
     except lmdb.Error as e:
         raise DataFormatError(f"{path}: not a readable LMDB environment "
