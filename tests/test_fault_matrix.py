@@ -74,6 +74,7 @@ from torch.utils.data import DataLoader
 import labkit as lk
 from labkit.data.faults import damage
 from labkit.errors import FixtureError
+from labkit.images.folder import skip_collate
 from labkit.loading.loaders import worker_processes
 from labkit.streams.rowgroups import open_parquet
 from labkit.streams.tarshards import index_shard
@@ -287,7 +288,7 @@ def test_corrupt_jpeg_raises_naming_file_sample_and_decoder(bad_images):
 def test_corrupt_jpeg_skipped_and_counted(bad_images):
     ds = lk.ImageFolderDataset(bad_images, on_error="skip")
     loader = DataLoader(ds, batch_size=16, num_workers=2, timeout=30,
-                        collate_fn=lk.images.skip_collate)
+                        collate_fn=skip_collate)
     skipped, ids = 0, []
     for batch in loader:  # a whole epoch: torch stops the workers at its end
         skipped += batch["skipped"]

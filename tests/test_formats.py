@@ -20,6 +20,7 @@ from labkit.formats.ahead import read_decode_rate
 from labkit.formats.moreformats import write_array_record
 from labkit.formats.tensorfiles import TensorFiles
 from labkit.formats.tfrecords import masked_crc, read_record
+from labkit.formats.trap import EagerHdf5Rows, EagerLmdbRows
 
 lmdb = pytest.importorskip("lmdb", reason="lmdb is a dependency of chapter 12")
 h5py = pytest.importorskip("h5py", reason="h5py is a dependency of chapter 12")
@@ -93,9 +94,9 @@ def test_the_trap_forked_lmdb_environment_fails_here(rows, stored, tmp_path):
     (h5py read-only happens to read right here; the chapter states that, not a guarantee.)
     """
     path = shutil.copytree(stored["LMDB"].path, tmp_path / "eager.lmdb")
-    out = lk.formats.trap_trial(through(lk.formats.EagerLmdbRows(path)), rows)
+    out = lk.formats.trap_trial(through(EagerLmdbRows(path)), rows)
     assert out.outcome != "wrong data", out.line()
-    eager_h5 = lk.formats.EagerHdf5Rows(stored["HDF5 contiguous"].path)
+    eager_h5 = EagerHdf5Rows(stored["HDF5 contiguous"].path)
     hdf5 = lk.formats.trap_trial(through(eager_h5), rows)
     assert hdf5.outcome in ("ok", "error"), hdf5.line()  # never silently wrong here
 
@@ -103,8 +104,8 @@ def test_the_trap_forked_lmdb_environment_fails_here(rows, stored, tmp_path):
 @pytest.mark.filterwarnings("ignore:Got pickle error:UserWarning")
 def test_eager_datasets_cannot_go_to_spawned_workers(rows, stored, tmp_path):
     path = shutil.copytree(stored["LMDB"].path, tmp_path / "eager.lmdb")
-    for ds in (lk.formats.EagerLmdbRows(path),
-               lk.formats.EagerHdf5Rows(stored["HDF5 contiguous"].path)):
+    for ds in (EagerLmdbRows(path),
+               EagerHdf5Rows(stored["HDF5 contiguous"].path)):
         out = lk.formats.trap_trial(through(ds, "spawn", num_workers=1), rows)
         assert out.outcome == "error" and "pickle" in out.error, out.line()
 
@@ -380,7 +381,7 @@ def test_lmdb_lock_is_one_choice_per_file_per_process(rows, tmp_path):
     lk.formats.LmdbRows(p, lock=True)[0]
     with pytest.raises(ValueError, match="lock"):
         lk.formats.LmdbRows(p)
-    eager = lk.formats.EagerLmdbRows(shutil.copytree(p, tmp_path / "e.lmdb"), lock=False)
+    eager = EagerLmdbRows(shutil.copytree(p, tmp_path / "e.lmdb"), lock=False)
     assert eager.env.flags()["lock"] is False
 
 

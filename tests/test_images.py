@@ -9,6 +9,7 @@ from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.data.faults import damage
+from labkit.images.folder import skip_collate
 from tests.contracts import check_exactly_once, check_lazy_equals_eager
 
 
@@ -96,7 +97,7 @@ def test_skip_and_count(images, tmp_path):
     for workers in (0, 2):
         loader = DataLoader(ds, batch_size=16, num_workers=workers,
                             timeout=60 if workers else 0,  # torch: none without workers
-                            collate_fn=lk.images.skip_collate)
+                            collate_fn=skip_collate)
         ids, skipped = [], 0
         for b in loader:
             skipped += b["skipped"]
@@ -107,7 +108,7 @@ def test_skip_and_count(images, tmp_path):
 
 
 def test_skip_collate_all_skipped():
-    assert lk.images.skip_collate([None, None]) == {"skipped": 2}
+    assert skip_collate([None, None]) == {"skipped": 2}
 
 
 def test_bad_labels_csv(tmp_path):

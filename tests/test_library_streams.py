@@ -14,6 +14,7 @@ from contracts import check_exactly_once, check_resume, check_same_order
 from torch.utils.data import DataLoader
 
 import labkit as lk
+from labkit.streams.tarshards import split_by_rank
 
 pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
 
@@ -32,7 +33,7 @@ def _wds(shards, rank=0, world_size=1, seed=0, buffer=64):
     import webdataset as wds
 
     return (wds.WebDataset(shards, shardshuffle=len(shards), seed=seed,
-                           nodesplitter=lk.streams.split_by_rank(rank, world_size))
+                           nodesplitter=split_by_rank(rank, world_size))
             .shuffle(buffer, seed=seed).to_tuple("npy", "__key__").map_tuple(lambda _: 0, int)
             .batched(16))
 

@@ -81,6 +81,10 @@ def test_checked_cells_have_expected_output(path):
     nb = nbformat.read(path, as_version=4)
     empty = [i for i, c in enumerate(nb.cells) if checked(c) and not c.outputs]
     assert not empty, f"{path.name}: checked cells {empty} have no expected output committed"
+    # nbval fails a cell with outputs and no execution count ("Unrun reference cell has
+    # outputs"), so a checked cell's committed output needs one
+    unrun = [i for i, c in enumerate(nb.cells) if checked(c) and c.execution_count is None]
+    assert not unrun, f"{path.name}: checked cells {unrun} have outputs but no execution_count"
     for c in nb.cells:  # a timing in a checked cell would make the suite flaky
         if checked(c) and not prints_the_reference(c):
             text = "".join(o.get("text", "") for o in c.outputs)

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.errors import DataFormatError
-from labkit.streams.tarshards import buffer_order
+from labkit.streams.tarshards import buffer_order, split_by_rank
 
 pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
 
@@ -139,6 +139,6 @@ def test_missing_shard_names_the_file(wds, tmp_path):
 
 
 def test_split_by_rank_takes_every_nth():
-    assert list(lk.streams.split_by_rank(1, 3)(iter(range(10)))) == [1, 4, 7]
+    assert list(split_by_rank(1, 3)(iter(range(10)))) == [1, 4, 7]
     with pytest.raises(ValueError):
-        lk.streams.split_by_rank(2, 2)
+        split_by_rank(2, 2)

@@ -22,15 +22,13 @@ from .table import (
 )
 from .tfdata import tfdata_measure
 from .tfrecords import TFRecordRows
-from .trap import EagerHdf5Rows, EagerLmdbRows, trap_trial
+from .trap import trap_trial
 from .widget import BreakEvenWidget
 
 __all__ = [
     "ArrayRecordRows",
     "BreakEven",
     "BreakEvenWidget",
-    "EagerHdf5Rows",
-    "EagerLmdbRows",
     "Hdf5Rows",
     "LanceRows",
     "LazyFile",

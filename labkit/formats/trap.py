@@ -1,8 +1,9 @@
 """The handle-opened-before-fork trap: datasets that open in ``__init__``, and a trial (chapter 12).
 
 :class:`EagerLmdbRows` and :class:`EagerHdf5Rows` do what many tutorials do: open the
-environment or file in ``__init__`` and read through that handle in ``__getitem__``. Forked
-workers inherit the handle; spawned workers need it pickled. :func:`trap_trial` reads every
+environment or file in ``__init__`` and read through that handle in ``__getitem__``
+(chapter 12 types the same two in a cell; these are the tests' copies). Forked workers
+inherit the handle; spawned workers need it pickled. :func:`trap_trial` reads every
 sample through the chapter's own DataLoader (its workers, its start method) and reports what
 actually happened: an error (its first line), wrong data (rows that differ from the
 source), or every row right.

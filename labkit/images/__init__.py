@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from .augment import make_augment
 from .decode import available_decoders, decode_jpeg, fastest_decoder, file_bytes
-from .folder import skip_collate
 from .gpu import (
     dali_decode_rate,
     gpu_decode_rate,
     nvjpeg_decode,
+    steady_rate,
 )
 from .packed import PackedImages, pack_images
 from .stages import stage_breakdown
@@ -28,6 +28,6 @@ __all__ = [
     "make_augment",
     "nvjpeg_decode",
     "pack_images",
-    "skip_collate",
     "stage_breakdown",
+    "steady_rate",
 ]

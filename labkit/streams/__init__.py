@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .arrays import RowRange, ShardStream, range_worker_init
 from .rowgroups import ParquetRowGroups
-from .tarshards import TarShardStream, split_by_rank
+from .tarshards import TarShardStream
 
 __all__ = [
     "ParquetRowGroups",
@@ -16,5 +16,4 @@ __all__ = [
     "ShardStream",
     "TarShardStream",
     "range_worker_init",
-    "split_by_rank",
 ]

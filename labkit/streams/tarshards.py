@@ -75,7 +75,8 @@ class split_by_rank:  # noqa: N801 - used like webdataset's split_by_node functi
     """A webdataset ``nodesplitter`` for an explicit rank: every ``world_size``-th shard URL.
 
     ``wds.split_by_node`` reads the rank from ``torch.distributed`` or ``RANK``; this one is
-    told, so one process can play every rank (chapters 06 and 08). Picklable for workers.
+    told, so one process can play every rank (the tests; chapter 06 types its own, a
+    ``functools.partial`` of ``islice``, in a module). Picklable for workers.
     """
 
     def __init__(self, rank: int, world_size: int):

@@ -24,7 +24,7 @@ a real GPU's with ``labkit report records/ reference/<machine>``. Without CUDA i
 NVDEC (further/15b) is not here: PyPI's torchcodec is a CPU build, and its CUDA build comes
 only from PyTorch's own wheel index; ``lk.status("media_gpu")`` says so on the machine.
 
-``make test-gpu`` also runs the chapters with GPU cells (:data:`GPU_CHAPTERS`: 09, 10, 10b,
+``make test-gpu`` also runs the notebooks with GPU cells (:data:`GPU_CHAPTERS`: 09, 09b, 10, 10b,
 13, 15b, 16) under nbval; each chapter's record says in ``gpu_paths`` whether its GPU cells ran,
 and :func:`gpu_cells_not_run` turns a "skipped" beside the GPU into a failure.
 """
