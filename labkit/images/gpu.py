@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import functools
 import io
-import time
 
 from ..errors import LabkitError
-from ..instruments.timer import best_of
+from ..instruments.timer import best_of, steady_rate
 from ..optional import check, library_status, status
 from .augment import torchvision_install
 
@@ -162,7 +161,6 @@ def dali_decode_rate(files: list, batch_size: int = 64, repeats: int = 3) -> dic
     ok, reason = _dali_status()
     if not ok:
         raise LabkitError(f"DALI decode cannot run here: {reason}")
-    import torch
     from nvidia.dali import fn, pipeline_def
     from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
@@ -182,30 +180,6 @@ def dali_decode_rate(files: list, batch_size: int = 64, repeats: int = 3) -> dic
     loader = DALIGenericIterator([p], ["images", "labels"], reader_name="reader",
                                  last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
     r = steady_rate(loader, passes=repeats, prefetched=depth * batch_size,
-                    count=lambda batch: batch[0]["labels"].shape[0],
-                    sync=torch.cuda.synchronize)
+                    count=lambda batch: batch[0]["labels"].shape[0], sync="cuda")
     return {**r, "batch_size": batch_size}
 
-
-def steady_rate(loader, passes: int, prefetched: int = 0, count=len, sync=None) -> dict:
-    """Samples/s of ``passes`` back-to-back passes over ``loader``, one clock for all of
-    them, after one untimed warm-up pass (chapter 10b, DALI; review 10-F4).
-
-    For a loader that works ahead (DALI's prefetch queue): ``prefetched`` samples were
-    ready before the clock started and are taken off the count. ``count(batch)`` is a
-    batch's samples; ``sync`` waits for the device before the clock is read.
-    """
-    for _ in loader:   # warm-up: the decoder's state, the first epoch's start-up
-        pass
-    if sync:
-        sync()
-    n = 0
-    start = time.perf_counter()
-    for _ in range(passes):
-        for batch in loader:
-            n += count(batch)
-    if sync:
-        sync()
-    seconds = time.perf_counter() - start
-    n = max(n - prefetched, 0)
-    return {"images": n, "seconds": seconds, "samples_per_s": n / seconds}

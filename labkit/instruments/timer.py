@@ -1,6 +1,7 @@
-"""The one best-of-N timer (ch. 01-07, 09-15; the benchmarks of `labkit bench`).
+"""The timers: best-of-N, and one clock for a loader that works ahead (ch. 01-07, 09-15; bench).
 
-Every timed comparison in the kit goes through :func:`best_of`: a warm-up call that is not
+Every timed comparison in the kit goes through :func:`best_of` (a loader that works ahead,
+through :func:`steady_rate`): a warm-up call that is not
 timed, then ``repeats`` timed calls, each trial kept. On a shared machine noise only ever
 adds time, so the fastest trial is the best estimate of the work's own cost (timeit's
 reasoning); the trials stay available for a spread. On a GPU, ``sync="cuda"`` waits for
@@ -98,3 +99,29 @@ def best_of(fn: Callable[[], object], repeats: int = 3, warmup: int = 1, sync=No
             wait()
         trials.append(now() - t0)
     return Timing(tuple(trials))
+
+
+def steady_rate(loader, passes: int, prefetched: int = 0, count=len, sync=None) -> dict:
+    """Samples/s of ``passes`` back-to-back passes over ``loader``, one clock for all of
+    them, after one untimed warm-up pass (chapter 10b's DALI; review 10-F4).
+
+    :func:`best_of`'s separate trials do not fit a loader that works ahead (DALI's prefetch
+    queue): each trial would inherit the batches the one before had scheduled. Here
+    ``prefetched`` samples were ready before the clock started and are taken off the count.
+    ``count(batch)`` is a batch's samples; ``sync`` is :func:`best_of`'s.
+    """
+    wait = _cuda_sync(sync)
+    for _ in loader:   # warm-up: the decoder's state, the first epoch's start-up
+        pass
+    if wait:
+        wait()
+    n = 0
+    start = time.perf_counter()
+    for _ in range(passes):
+        for batch in loader:
+            n += count(batch)
+    if wait:
+        wait()
+    seconds = time.perf_counter() - start
+    n = max(n - prefetched, 0)
+    return {"images": n, "seconds": seconds, "samples_per_s": n / seconds}
