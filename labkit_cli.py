@@ -51,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="chapters: 01, 01_measuring_a_loader or a path (default: all)")
     scale_opt(r)
     r.add_argument("--out", default=None, help="output folder (default: runs/<time>-<host>)")
-    r.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    r.add_argument("--cell-timeout", "--timeout", dest="timeout", type=int, default=None,
+                   metavar="SECONDS", help="how long one cell may run before the chapter "
+                   "stops (a hang guard; default by scale: ci 600, workshop 1800, full 7200)")
     r.set_defaults(command_fn="run")
 
     rp = sub.add_parser("report", help="compare checkpoint records across runs and machines")

@@ -318,3 +318,24 @@ def test_run_on_a_machine_where_jupyter_never_ran(monkeypatch):
                             echo=lambda *a: None)
         assert r.ok, r.error
         assert runtime.is_dir() and not list(runtime.glob("labkit-*"))
+
+
+def test_run_names_the_cell_its_limit_and_the_flag_when_a_cell_runs_too_long(tmp_path):
+    """``labkit run``'s guard catches a hang, not a slow machine: its default follows the
+    scale (the ``cell_timeout_s`` knob), ``--cell-timeout`` raises it, and a cell that runs
+    past it fails its chapter with a line naming the cell, the limit and the flag."""
+    import nbformat
+
+    from labkit.scale import knob
+    from labkit.tools.runner import run_notebooks
+
+    assert knob("cell_timeout_s", "ci") < knob("cell_timeout_s", "workshop")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"),
+                                         nbformat.v4.new_code_cell("import time\ntime.sleep(60)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, tmp_path / "slow.ipynb")
+    [r] = run_notebooks([str(tmp_path / "slow.ipynb")], "ci", tmp_path / "out", 3,
+                        echo=lambda *a: None)
+    assert not r.ok
+    assert "cell 1 ran past its 3 s limit" in r.error and "--cell-timeout" in r.error, r.error
+    assert labkit("run", "--help").stdout.count("--cell-timeout") >= 1

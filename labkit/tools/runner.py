@@ -22,7 +22,7 @@ from unittest import mock
 
 from .. import paths
 from ..errors import LabkitError
-from ..scale import resolve_scale
+from ..scale import knob, resolve_scale
 
 
 @dataclass
@@ -79,13 +79,15 @@ def resolve_notebooks(names: list[str] | None) -> list[Path]:
 
 
 def run_notebooks(names: list[str] | None = None, scale: str | None = None,
-                  out: str | Path | None = None, timeout: int = 600,
+                  out: str | Path | None = None, timeout: int | None = None,
                   echo=print) -> list[NotebookRun]:
     """Execute chapters in fresh kernels; returns one :class:`NotebookRun` per notebook.
 
     Executed notebooks go to ``out/notebooks``, checkpoint records to ``out/records``
-    (default ``out``: ``runs/<UTC time>-<host>-<scale>``). A failing chapter does not stop
-    the others; its error is kept and the run reports it.
+    (default ``out``: ``runs/<UTC time>-<host>-<scale>``), each kernel's stderr to
+    ``out/notebooks/<chapter>.kernel.log``. A failing chapter does not stop the others; its
+    error is kept and the run reports it. ``timeout``: seconds a cell may run (default: the
+    scale's ``cell_timeout_s`` knob), a guard against a hang, not a slow machine.
     """
     import nbformat
     from jupyter_core.paths import jupyter_runtime_dir
@@ -94,6 +96,7 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
     from traitlets.config import Config
 
     scale = resolve_scale(scale)
+    timeout = int(timeout or knob("cell_timeout_s", scale))
     notebooks = resolve_notebooks(names)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = Path(out) if out else paths.runs_dir() / f"{stamp}-{socket.gethostname()}-{scale}"
@@ -122,14 +125,29 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
             client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                     config=ipc if os.name == "posix" else Config(),
                                     resources={"metadata": {"path": str(nb_path.parent)}})
+            current = {}   # the cell running now, for a failure line that names it
+            client.on_cell_start = lambda cell, cell_index, c=current: c.update(i=cell_index)
+            target = out / "notebooks" / nb_path.name
+            log = target.with_suffix(".kernel.log")
             t0 = time.perf_counter()
             error = None
-            try:
-                client.execute()
-            except (CellExecutionError, CellTimeoutError, DeadKernelError) as e:
-                error = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
+            # the kernel's stderr to a file: a kernel stopped after a timeout printed a ZMQ
+            # traceback ("Socket operation on non-socket") into the run's own output
+            with open(log, "w") as kernel_err:
+                try:
+                    client.execute(stderr=kernel_err)
+                except CellTimeoutError:
+                    error = (f"cell {current.get('i', '?')} ran past its {timeout} s limit "
+                             f"(scale {scale!r}); a slow or busy machine: raise it with "
+                             f"labkit run --cell-timeout SECONDS")
+                except (CellExecutionError, DeadKernelError) as e:
+                    error = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
+                    error = f"cell {current.get('i', '?')}: {error}"
+            if log.stat().st_size == 0:
+                log.unlink()
+            elif error:
+                error += f" (the kernel's stderr: {log})"
             seconds = time.perf_counter() - t0
-            target = out / "notebooks" / nb_path.name
             nbformat.write(nb, target)
             try:
                 html, html_error = render_html(nb, target.with_suffix(".html")), None
