@@ -30,29 +30,10 @@ checked by a test), and each folder's own ``__all__``, reached as ``lk.FOLDER.NA
 
 from __future__ import annotations
 
+import importlib
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
-from . import (  # noqa: F401 (the folders, reached as lk.FOLDER.NAME)
-    capstone,
-    data,
-    display,
-    facilities,
-    formats,
-    images,
-    instruments,
-    loading,
-    media,
-    objstore,
-    paths,
-    profiling,
-    records,
-    remote,
-    scale,
-    streams,
-    tokens,
-    tools,
-)
 from .data.datasets import MemmapRows, open_array
 from .data.faults import damaged_copy
 from .data.fixtures import fixture
@@ -108,3 +89,17 @@ __all__ = [
     "usable_cores",
     "worker_processes",
 ]
+
+
+def __getattr__(name: str):
+    """``lk.FOLDER`` (``lk.tokens``, ``lk.records``, ...) imported on first use: ``import
+    labkit`` loads only the modules the flat names above need (issue 46), not every
+    chapter's folder."""
+    if name.startswith("_"):
+        raise AttributeError(name)
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"{__name__}.{name}":
+            raise
+        raise AttributeError(f"module 'labkit' has no attribute {name!r}") from None

@@ -24,7 +24,7 @@ from .. import paths
 from ..errors import DataFormatError, FixtureError
 from ..records.table import text_table
 from ..scale import SCALES, resolve_scale
-from .writers import WRITERS
+from .writers import CHAPTER_KINDS, WRITERS, writer_for
 
 #: Bump when a writer changes its output, so every cached fixture is regenerated.
 GENERATOR_VERSION = 1
@@ -115,10 +115,10 @@ def load_specs(spec_path: str | Path | None = None) -> dict[str, dict]:
         raise FixtureError(f"fixture spec file {spec_path} is not valid TOML: {e}") from None
     for name, spec in raw.items():
         kind = spec.get("kind")
-        if kind not in WRITERS:
+        if writer_for(kind) is None:
             raise FixtureError(
                 f"{spec_path}: fixture {name!r} has kind {kind!r}; known kinds: "
-                f"{', '.join(sorted(WRITERS))}"
+                f"{', '.join(sorted({*WRITERS, *CHAPTER_KINDS}))}"
             )
         missing = [s for s in SCALES if s not in spec]
         if missing:

@@ -8,6 +8,7 @@ that library's version, which is what ``portable`` says.
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import tarfile
@@ -290,12 +291,26 @@ WRITERS: dict[str, Writer] = {
 }
 
 
+# Kinds whose writers live beside their chapter's code, imported the first time a spec
+# names one (``import labkit`` no longer imports every folder, issue 46).
+CHAPTER_KINDS = {"corpus": "labkit.tokens.corpus", "video": "labkit.media.writers",
+                 "audio": "labkit.media.writers"}
+
+
+def writer_for(kind: str) -> Writer | None:
+    """The writer of a fixture kind, importing its chapter's module if it has one."""
+    if kind not in WRITERS and kind in CHAPTER_KINDS:
+        importlib.import_module(CHAPTER_KINDS[kind])   # it calls register_writer
+    return WRITERS.get(kind)
+
+
 def register_writer(kind: str, writer: Writer) -> None:
     """Add a fixture kind from a chapter folder (the folder calls this when imported).
 
     The spine lists its own kinds above; chapter 11's ``corpus`` (:mod:`labkit.tokens.corpus`)
     and chapter 15's ``video`` and ``audio`` (:mod:`labkit.media.writers`) register here, so
-    the spine never imports a chapter folder. ``import labkit`` imports every folder.
+    the spine never imports a chapter folder at its top; :func:`writer_for` imports it
+    when a spec names its kind.
     """
     if kind in WRITERS and type(WRITERS[kind]) is not type(writer):
         raise ValueError(f"fixture kind {kind!r} is already written by {WRITERS[kind]!r}")
