@@ -2,7 +2,7 @@
 #
 # Both create .venv on first use and install the kit into it. Override on the command line:
 #   SCALE=ci|workshop|full        size of fixtures and sweeps (make lab / make run)
-#   TORCH_INDEX=<wheel index URL>  choose your torch build, e.g. a CUDA one (README, "GPU")
+#   TORCH_INDEX=<wheel index URL>  choose your torch build, e.g. a CUDA one (docs/gpu.md)
 #   SYSTEM_TORCH=1                 keep the torch your PYTHON already has (any release from
 #                                  2.11; CI tests 2.13.0 and the newest on PyPI, 2.15.0 as of
 #                                  2026-12): .venv sees its site-packages

@@ -29,7 +29,7 @@ from .augment import torchvision_install
 
 #: NVIDIA DALI is CUDA-only, one wheel per CUDA major version: the one for this torch's.
 DALI_INSTALL = ("pip install nvidia-dali-cuda130 for a CUDA 13 torch (PyPI's 2.11-2.15), "
-                "nvidia-dali-cuda120 for a CUDA 12 one (see the README, \"GPU\")")
+                "nvidia-dali-cuda120 for a CUDA 12 one (see docs/gpu.md)")
 
 
 def dali_distribution() -> str:

@@ -32,7 +32,7 @@ def benchmark(name: str, goal: str):
 def run_benchmark(name: str, **kwargs) -> dict:
     """Run the named benchmark (``labkit bench NAME``) and return its figures, JSON-ready.
 
-    Introduced in the README's benchmark section: figures are printed, never asserted.
+    docs/benchmarks.md lists them: figures are printed, never asserted.
     """
     if name not in BENCHMARKS:
         raise KeyError(f"no benchmark named {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
