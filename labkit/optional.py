@@ -4,9 +4,9 @@
 ``lk.status("lance")``, ... return ``(ok, reason)``. Each check is registered by name with
 :func:`check` in the module that knows the library (``"cuda"`` next to the CUDA prefetcher,
 ``"lance"`` next to the Lance reader), so its install hint and its caveats stay beside the
-code that needs them and this spine module imports no chapter folder. ``import labkit``
-imports every folder, so every check is registered before a chapter asks; an unknown name
-raises :class:`~labkit.LabkitError` listing the known ones.
+code that needs them and this spine module imports no chapter folder at its top (``HOMES``
+says where each is, imported when first asked for); an unknown name raises
+:class:`~labkit.LabkitError` listing the known ones.
 
 Every optional row of a chapter (Lance, ArrayRecord, safetensors, tf.data, torchvision,
 torchcodec, PyAV, SPDL, kornia, DALI, MosaicML Streaming, LitData, Ray Data, the bake-off's
@@ -30,6 +30,26 @@ from .errors import LabkitError
 
 #: ``{name: check}``: every check ``status`` can run, filled by :func:`check` at import.
 _CHECKS: dict[str, Callable[..., tuple[bool, str]]] = {}
+
+#: Where each check is registered: its module is imported the first time a chapter asks
+#: (``import labkit`` no longer imports every folder, issue 46).
+HOMES = {
+    "cuda": "labkit.loading.prefetchers",
+    "pyspy": "labkit.profiling.sampling",
+    "gpu_decode": "labkit.images.gpu",
+    "kornia_gpu": "labkit.images.gpu",
+    "dali": "labkit.images.gpu",
+    "torchvision": "labkit.images.augment",
+    "torchcodec": "labkit.media.backends",
+    "ffmpeg": "labkit.media.backends",
+    "pyav": "labkit.media.backends",
+    "spdl": "labkit.media.backends",
+    "media_gpu": "labkit.media.backends",
+    "safetensors": "labkit.formats.onetensor",
+    "lance": "labkit.formats.moreformats",
+    "array_record": "labkit.formats.moreformats",
+    "tfdata": "labkit.formats.tfdata",
+}
 
 
 def check(name: str):
@@ -58,10 +78,12 @@ def status(name: str, **options) -> tuple[bool, str]:
     ``"media_gpu"``). An unknown ``name`` raises :class:`~labkit.LabkitError` that lists the
     known names.
     """
+    if name not in _CHECKS and name in HOMES:
+        importlib.import_module(HOMES[name])   # registers it
     probe = _CHECKS.get(name)
     if probe is None:
         raise LabkitError(f"no check named {name!r}; the known ones: "
-                          f"{', '.join(sorted(_CHECKS))}")
+                          f"{', '.join(sorted({*_CHECKS, *HOMES}))}")
     return probe(**options)
 
 
