@@ -103,11 +103,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give up after this many seconds, naming the phase (default 300)")
     d.set_defaults(command_fn="diagnose")
 
-    h = sub.add_parser("helpers", help="the labkit helpers a chapter calls, file and line")
-    h.add_argument("chapter", metavar="NN", help="the chapter's number, e.g. 08")
-    h.add_argument("--json", action="store_true", help="print the rows as JSON")
-    h.set_defaults(command_fn="helpers")
-
     lab = sub.add_parser("lab", help="make the fixtures, then open JupyterLab on the chapters")
     scale_opt(lab)
     lab.add_argument("lab_args", nargs=argparse.REMAINDER, help="passed to jupyter lab")

@@ -2,7 +2,7 @@
 
 Three layers; a module imports only from its own layer or the ones before it, at the top of
 the file (tests/test_layout.py checks; every module's first docstring line names the chapters
-that call it, tests/test_layout.py checks that too, ``labkit helpers NN`` lists them):
+that call it, tests/test_layout.py checks that too):
 
 1. The spine, the concepts every chapter uses: ``errors``, ``paths``, ``scale``, ``optional``,
    ``facilities`` (the Linux-only ones, each read in one place: ``lk.facilities.has(name)``)

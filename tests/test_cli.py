@@ -61,7 +61,8 @@ def test_the_parser_offers_the_kits_scales():
     assert labkit_cli.SCALES == tuple(SCALES)
 
 
-@pytest.mark.parametrize("cmd", ["fixtures", "env", "run", "report", "bench", "helpers", "lab"])
+@pytest.mark.parametrize("cmd", ["fixtures", "env", "run", "report", "bench", "roofline",
+                                 "diagnose", "doctor", "lab"])
 def test_every_subcommand_has_help(cmd):
     r = labkit(cmd, "--help")
     assert r.returncode == 0 and "usage: labkit" in r.stdout
@@ -268,14 +269,6 @@ def test_bench_mmap_runs_tiny():
 
     out = run_benchmark("mmap", mib=2, batch_kib=64, pairs=3)
     assert out["ratio"] > 0 and isinstance(out["goal_met"], bool)
-
-
-def test_helpers_names_each_helper_a_chapter_calls_with_file_and_line():
-    r = labkit("helpers", "08")
-    assert r.returncode == 0, r.stderr
-    assert "lk.streams.TarShardStream" in r.stdout and "labkit/streams/tarshards.py:" in r.stdout
-    bad = labkit("helpers", "99")
-    assert bad.returncode == 2 and "no chapter 99" in bad.stderr
 
 
 def test_run_talks_to_its_kernels_over_ipc_and_leaves_no_socket(tmp_path, capfd):

@@ -10,6 +10,7 @@ import its own layer and the layers before it; ``labkit/__init__.py`` (the publi
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import labkit
@@ -128,13 +129,41 @@ def test_every_folder_is_in_a_layer():
                                                        "facilities"}
 
 
+_CHAPTER_LIST = re.compile(
+    r"\b(?:chapters?|ch\.)\s+(\d\d(?:\s*(?:-|,|and|&)\s*\d\d)*)(\s+on\b)?")
+ALL_CHAPTERS = tuple(f"{n:02d}" for n in range(17))
+
+
+def named_chapters(line: str) -> set[str]:
+    """The chapters a docstring line names: ``chapter 03``, ``ch. 01-14``, ``chapters 06,
+    07``, ``chapter 01 on``, ``every chapter``."""
+    if re.search(r"\bevery chapter\b", line):
+        return set(ALL_CHAPTERS)
+    found: set[str] = set()
+    for m in _CHAPTER_LIST.finditer(line):
+        parts = re.split(r"\s*(?:,|and|&)\s*", m.group(1))
+        for k, part in enumerate(parts):
+            lo, _, hi = part.partition("-")
+            if m.group(2) and k == len(parts) - 1:  # "chapter 01 on"
+                hi = ALL_CHAPTERS[-1]
+            found |= {f"{n:02d}" for n in range(int(lo), int(hi or lo) + 1)}
+    return found
+
+
 def test_every_module_names_the_chapters_that_call_it():
     """STYLE 14 checked against use: a module whose public names a chapter's code cells call
-    (``lk.NAME``) names that chapter in its first docstring line (``labkit helpers NN``)."""
-    from labkit.tools.helpers import callers, named_chapters
+    (``lk.NAME``) names that chapter in its first docstring line."""
+    import test_size
 
+    callers: dict[str, set[str]] = {}
+    for dotted, chapters in test_size.users().items():
+        prefix, _, name = dotted.rpartition(".")
+        ns = test_size.namespaces()[f"{prefix}." if prefix else ""]
+        module = getattr(getattr(ns, name), "__module__", None)
+        if module in MODULES:
+            callers.setdefault(module, set()).update(chapters)
     silent = []
-    for module, chapters in sorted(callers().items()):
+    for module, chapters in sorted(callers.items()):
         doc = ast.get_docstring(ast.parse(MODULES[module].read_text())) or ""
         missing = chapters - named_chapters(doc.splitlines()[0] if doc else "")
         if missing:
@@ -143,14 +172,7 @@ def test_every_module_names_the_chapters_that_call_it():
     assert not silent, "\n".join(silent)
 
 
-def test_helpers_lists_a_chapters_calls_with_file_and_line():
-    from labkit.tools.helpers import chapter_helpers, named_chapters
-
-    rows = {r["name"]: r for r in chapter_helpers("08")}
-    assert rows["streams.TarShardStream"]["file"] == "labkit/streams/tarshards.py"
-    line = MODULES["labkit.streams.tarshards"].read_text().splitlines()[
-        rows["streams.TarShardStream"]["line"] - 1]
-    assert line.startswith("class TarShardStream(")
+def test_named_chapters_reads_a_docstring_line():
     assert named_chapters("x (ch. 01-03, 08)") == {"01", "02", "03", "08"}
     assert named_chapters("x (chapter 15 on)") == {"15", "16"}
     assert len(named_chapters("x (every chapter)")) == 17

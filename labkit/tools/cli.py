@@ -1,6 +1,6 @@
 """The ``labkit`` command, from ``labkit fixtures`` to ``labkit lab`` (ch. 00 on).
 
-Subcommands: fixtures, env, doctor, run, report, bench, roofline, diagnose, helpers, lab.
+Subcommands: fixtures, env, doctor, run, report, bench, roofline, diagnose, lab.
 
 Every subcommand has ``--help``; bad arguments and bad input (unknown scale, notebook,
 benchmark, corrupted fixture, unwritable folder) print one clear line and exit 2.
@@ -26,7 +26,6 @@ from .bench import BENCHMARKS, format_result, record_result, run_benchmark
 from .ceilings import CEILINGS
 from .checkup import doctor, format_doctor
 from .diagnose import run_diagnose
-from .helpers import chapter_helpers, format_helpers
 from .render import report_format, write_report
 from .report import comparison_rows, format_table
 from .roofline import measure as measure_roofline
@@ -108,12 +107,6 @@ def _cmd_roofline(args) -> int:
     roof = measure_roofline(args.names or None, _scale(args), progress=progress)
     print(json.dumps(roof.as_dict(), indent=2) if args.json else roof.table())
     print(f"record: {roof.write(args.records)}", file=sys.stderr)
-    return 0
-
-
-def _cmd_helpers(args) -> int:
-    rows = chapter_helpers(args.chapter)
-    print(json.dumps(rows, indent=1) if args.json else format_helpers(rows))
     return 0
 
 
