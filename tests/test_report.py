@@ -1,4 +1,4 @@
-"""labkit.tools.report: comparing checkpoint records across runs and machines (chapter 00)."""
+"""labkit report: comparing checkpoint records across runs and machines (chapter 00)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from PIL import Image
 
 from labkit.errors import LabkitError, RecordError
 from labkit.records.checkpoint import Checkpoint, load_records
-from labkit.tools import render, report
+from labkit.tools import report
 
 
 @pytest.fixture
@@ -41,15 +41,15 @@ def test_rows_align_observations_across_runs(two_runs):
     records = load_records(two_runs)
     labels = report.run_labels(records)
     assert len(set(labels)) == 2 and any(lb.startswith("bigbox @ ") for lb in labels)
-    rows = {(r["name"], r["config"]): r for r in report.comparison_rows(records)}
+    rows = {(r["name"], r["config"]): r for r in report.comparison(records).to_dict("records")}
     mine, big = (lb for lb in sorted(labels, key=lambda lb: lb.startswith("bigbox")))
     both = rows[("samples_per_s", "num_workers=2")]
     assert (both["unit"], both[mine], both[big]) == ("samples/s", 5400.0, 21000.0)
     assert rows[("samples_per_s", "num_workers=4")][big] is None
     assert rows[("first_batch_s", "")][mine] is None
     assert rows[("backend", "")][mine] == "gloo"
-    table = report.format_table(report.comparison_rows(records))
-    assert "21,000" in table and "== 01_measuring ==" in table
+    table = report.chapter_table(records, "01_measuring", labels[0]).to_string()
+    assert "21,000" in table and "3.89x" in table
 
 
 def test_run_labels_unique():
@@ -63,25 +63,25 @@ def test_repeated_observation_kept_as_second_row():
            "environment": {"hostname": "h"},
            "observations": [{"name": "x", "value": 1, "unit": "s", "config": {}},
                             {"name": "x", "value": 2, "unit": "s", "config": {}}]}
-    rows = report.comparison_rows([rec])
-    assert [r["name"] for r in rows] == ["x", "x (2)"]
+    assert list(report.comparison([rec])["name"]) == ["x", "x (2)"]
 
 
 def test_plot_is_a_png(two_runs, tmp_path):
-    path = report.plot_comparison(load_records(two_runs), tmp_path / "cmp.png")
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report.plot(load_records(two_runs)).savefig(tmp_path / "cmp.png")
+    assert (tmp_path / "cmp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_plot_without_numbers_still_writes(tmp_path):
     rec = {"chapter": "c", "created": "2026-05-09T07:35:25+00:00",
            "environment": {"hostname": "h"},
            "observations": [{"name": "backend", "value": "gloo", "unit": "", "config": {}}]}
-    path = report.plot_comparison([rec], tmp_path / "empty.png")
-    assert path.read_bytes()[:4] == b"\x89PNG"
+    report.plot([rec]).savefig(tmp_path / "empty.png")
+    assert (tmp_path / "empty.png").read_bytes()[:4] == b"\x89PNG"
+    assert report.plot([rec], "c") is None   # a chapter without numbers has no plot
 
 
 def test_write_report(two_runs, tmp_path):
-    out = render.write_report(two_runs, tmp_path / "out" / "cmp.md")
+    out = report.write_report(two_runs, tmp_path / "out" / "cmp.md")
     text = out.read_text()
     for label in report.run_labels(load_records(two_runs)):
         assert label in text
@@ -92,7 +92,7 @@ def test_write_report(two_runs, tmp_path):
 
 def test_write_report_defaults_to_cwd(two_runs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert render.write_report(two_runs) == tmp_path / "report.md"
+    assert report.write_report(two_runs) == tmp_path / "report.md"
     assert (tmp_path / "report.png").exists()
 
 
@@ -137,7 +137,8 @@ class _Page(HTMLParser):
         self.urls += [v for k, v in attrs.items() if k in ("src", "href") and v]
 
     def handle_endtag(self, tag):
-        if tag == "tr":
+        if tag == "tr" and self._row is not None:
+            self._row["cells"] = [c.strip() for c in self._row["cells"]]
             self._row = None
 
     def handle_data(self, data):
@@ -157,7 +158,7 @@ def _parse(path) -> _Page:
 
 
 def test_html_report_from_two_record_folders(two_runs, tmp_path):
-    out = render.write_report(two_runs, tmp_path / "rep" / "cmp.html")
+    out = report.write_report(two_runs, tmp_path / "rep" / "cmp.html")
     assert out.suffix == ".html" and not (tmp_path / "rep" / "cmp.png").exists()
     page = _parse(out)
     text = "".join(page.text)
@@ -166,9 +167,8 @@ def test_html_report_from_two_record_folders(two_runs, tmp_path):
         assert label in text
     assert "bigbox" in text and "01_measuring" in text
     # environments side by side: the hostname differs and is marked, the CPU is the same
-    assert "differs" in page.row("hostname")["class"]
-    assert "differs" not in page.row("CPU")["class"]
-    assert len(page.row("hostname")["cells"]) == 3  # the fact, then one column per machine
+    assert len(page.row("hostname ≠")["cells"]) == 3  # the fact, then one column per machine
+    assert page.row("CPU")   # the same on both: not marked
     # the observation both ran, with its ratio to the first run (the baseline)
     both = next(r for r in page.rows if r["cells"][:2] == ["samples_per_s", "num_workers=2"])
     assert both["cells"][3:] == ["5,400", "21,000", "3.89x"]
@@ -190,7 +190,7 @@ def test_html_report_escapes_record_text(tmp_path, monkeypatch):
     ck.observe("<b>name</b>", 1.0, "<i>unit</i>", {"k": "</td><script>x</script>"})
     ck.constraint("a & b").write(False)
     monkeypatch.undo()
-    out = render.write_report(tmp_path / "r", tmp_path / "r.html")
+    out = report.write_report(tmp_path / "r", tmp_path / "r.html")
     page = _parse(out)
     assert "script" not in page.tags and "i" not in page.tags
     assert page.tags.count("img") == len(page.imgs) == 1  # the plot, not the hostname
@@ -202,9 +202,9 @@ def test_html_report_escapes_record_text(tmp_path, monkeypatch):
 def test_single_environment_says_so(tmp_path):
     ck = Checkpoint("00_start", scale="ci", records_dir=tmp_path / "r")
     ck.observe("x", 1.0, "s").write(False)
-    page = _parse(render.write_report(tmp_path / "r", tmp_path / "one.html"))
+    page = _parse(report.write_report(tmp_path / "r", tmp_path / "one.html"))
     assert "report the same environment" in "".join(page.text)
-    assert not any("differs" in r["class"] for r in page.rows)
+    assert not any("≠" in "".join(r["cells"]) for r in page.rows)
 
 
 @pytest.mark.parametrize("out, fmt, want", [
@@ -212,7 +212,7 @@ def test_single_environment_says_so(tmp_path):
     (None, "html", "html"), ("r.html", "html", "html"), ("report.txt", "md", "md"),
 ])
 def test_report_format(out, fmt, want):
-    assert render.report_format(out, fmt) == want
+    assert report.report_format(out, fmt) == want
 
 
 @pytest.mark.parametrize("out, fmt, says", [
@@ -222,12 +222,12 @@ def test_report_format(out, fmt, want):
 ])
 def test_report_format_errors(out, fmt, says):
     with pytest.raises(LabkitError, match=says):
-        render.report_format(out, fmt)
+        report.report_format(out, fmt)
 
 
 def test_default_html_name(two_runs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert render.write_report(two_runs, fmt="html") == tmp_path / "report.html"
+    assert report.write_report(two_runs, fmt="html") == tmp_path / "report.html"
 
 
 def test_baseline_by_hostname_and_folder(two_runs, tmp_path):
@@ -239,20 +239,20 @@ def test_baseline_by_hostname_and_folder(two_runs, tmp_path):
     with pytest.raises(LabkitError, match="matches no run") as info:
         report.baselines(records, "nobody")
     assert big in str(info.value)
-    out = render.write_report(two_runs, tmp_path / "b.md", baseline="bigbox")
+    out = report.write_report(two_runs, tmp_path / "b.md", baseline="bigbox")
     # the bigbox run is the baseline: the laptop's 5,400 is 0.26x its 21,000
     assert "0.26x" in out.read_text()
 
 
 def test_markdown_report_has_ratios_and_marks_differing_facts(two_runs, tmp_path):
-    text = render.write_report(two_runs, tmp_path / "m.md").read_text()
-    assert "| **hostname** ≠ |" in text and "| CPU |" in text
+    text = report.write_report(two_runs, tmp_path / "m.md").read_text()
+    assert "| hostname ≠ |" in text and "| CPU |" in text
     assert "3.89x" in text and "÷ run 1" in text
 
 
 def test_missing_folder_named_for_html_too(tmp_path):
     with pytest.raises(RecordError, match="does not exist") as info:
-        render.write_report([tmp_path / "gone"], tmp_path / "x.html")
+        report.write_report([tmp_path / "gone"], tmp_path / "x.html")
     assert "gone" in str(info.value) and not (tmp_path / "x.html").exists()
 
 
@@ -265,6 +265,6 @@ def test_chapter_warns_when_scales_or_constraints_differ(tmp_path):
     warnings = report.chapter_warnings(records, "02_mmap")
     assert "different scales (ci: run 1; workshop: run 2)" in warnings[0]
     assert "different constraints (run 1: warm page cache; run 2: cold page cache)" in warnings[1]
-    text = "".join(_parse(render.write_report([tmp_path / "a", tmp_path / "b"],
+    text = "".join(_parse(report.write_report([tmp_path / "a", tmp_path / "b"],
                                               tmp_path / "w.html")).text)
     assert "different scales" in text and "different constraints" in text

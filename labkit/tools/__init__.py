@@ -8,22 +8,14 @@ reached as ``lk.tools.NAME``.
 from __future__ import annotations
 
 from .bench import run_benchmark
-from .checkup import Check, doctor, format_doctor
-from .render import write_report
-from .report import comparison_rows, format_table
+from .checkup import doctor, format_doctor
 from .roofline import measure as measure_roofline
 from .roofline_report import newest_placements
-from .runner import run_notebooks
 
 __all__ = [
-    "Check",
-    "comparison_rows",
     "doctor",
     "format_doctor",
-    "format_table",
     "measure_roofline",
     "newest_placements",
     "run_benchmark",
-    "run_notebooks",
-    "write_report",
 ]

@@ -26,8 +26,7 @@ from .bench import BENCHMARKS, format_result, record_result, run_benchmark
 from .ceilings import CEILINGS
 from .checkup import doctor, format_doctor
 from .diagnose import run_diagnose
-from .render import report_format, write_report
-from .report import comparison_rows, format_table
+from .report import baselines, chapter_table, report_format, write_report
 from .roofline import measure as measure_roofline
 from .runner import run_notebooks
 
@@ -69,7 +68,9 @@ def _cmd_run(args) -> int:
 def _cmd_report(args) -> int:
     fmt = report_format(args.out, args.format)  # a bad --out/--format fails before any work
     records = load_records(args.dirs)
-    print(format_table(comparison_rows(records)))
+    for chapter, base in baselines(records, args.baseline).items():
+        print(f"== {chapter} ==\n"
+              f"{chapter_table(records, chapter, base).to_string(index=False)}\n")
     path = write_report(args.dirs, args.out, fmt, args.baseline, records=records)
     if fmt == "html":
         print(f"\nreport: {path} (one file, plots inside; open it in a browser)")

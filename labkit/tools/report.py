@@ -1,39 +1,40 @@
-"""Comparing checkpoint records across runs and machines, ``labkit report`` (chapter 00).
+"""``labkit report``: checkpoint records side by side across runs and machines (chapter 00).
 
-Each record is one run: a chapter on one machine at one time. Rows line up the same
-observation (name, unit, knobs) across runs, so a workshop can put a laptop beside a
-workstation, or a run before a knob change beside the run after. The report is Markdown
-(a PNG beside it) or one self-contained HTML file (plots embedded, no scripts, nothing
-fetched). Introduced in chapter 00.
+Each record is one run: a chapter on one machine at one time. The observations of all runs
+go into one ``pandas.DataFrame`` (a row per chapter, observation, unit and knobs; a column
+per run), with each run's ratio to a baseline run beside it, so a workshop can put a
+laptop beside a workstation, or a run before a knob change beside the run after. pandas
+does the pivot and the HTML; the report is Markdown (a PNG beside it) or one self-contained
+HTML file (plots embedded, no scripts, nothing fetched).
 """
 
 from __future__ import annotations
 
+import base64
+import html
 import math
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pandas as pd
+
 from ..display.figures import agg_figure, png_bytes
 from ..errors import LabkitError
-from ..records.checkpoint import format_config, format_value
+from ..records.checkpoint import format_config, format_value, load_records
 from ..records.machine import gpu_line, human_bytes
-from ..records.table import text_table
 
-_FIXED = ("chapter", "name", "unit", "config")
 FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}
-FAR = 1.25  # a ratio beyond 1.25x (or under 1/1.25) is marked: more than run-to-run noise
+KEYS = ["chapter", "name", "unit", "config"]
 
 
 def run_labels(records: list[dict]) -> list[str]:
-    """``hostname @ 2026-05-09 07:35:25`` per record, made unique with ``#2``, ``#3``.
-
-    To the second: ``labkit run`` writes several chapters' records within one minute.
-    """
+    """``hostname @ 2026-05-09 07:35:25`` per record, made unique with ``#2``, ``#3``
+    (to the second: ``labkit run`` writes several chapters' records within one minute)."""
     labels, counts = [], {}
     for r in records:
         try:
-            when = datetime.fromisoformat(r["created"]).astimezone(UTC)
-            stamp = when.strftime("%Y-%m-%d %H:%M:%S")
+            stamp = datetime.fromisoformat(r["created"]).astimezone(UTC).strftime(
+                "%Y-%m-%d %H:%M:%S")
         except (TypeError, ValueError):
             stamp = str(r["created"])
         base = f"{r['environment'].get('hostname', '?')} @ {stamp}"
@@ -42,85 +43,28 @@ def run_labels(records: list[dict]) -> list[str]:
     return labels
 
 
-def comparison_rows(records: list[dict]) -> list[dict]:
-    """One row per (chapter, name, unit, config) with one column per run (None = absent)."""
-    labels = run_labels(records)
-    rows: dict[tuple, dict] = {}
-    for label, r in zip(labels, records, strict=True):
-        repeats: dict[tuple, int] = {}
+def comparison(records: list[dict]) -> pd.DataFrame:
+    """One row per (chapter, name, unit, config), one column per run (None where a run did
+    not observe it); the same observation twice in one run is a second row, ``name (2)``."""
+    rows = []
+    for label, r in zip(run_labels(records), records, strict=True):
+        seen: dict[tuple, int] = {}
         for o in r["observations"]:
             key = (r["chapter"], o["name"], o["unit"], format_config(o.get("config")))
-            # The same observation twice in one run is kept as a second row, not overwritten.
-            repeats[key] = repeats.get(key, 0) + 1
-            if repeats[key] > 1:
-                key = (key[0], f"{key[1]} ({repeats[key]})", *key[2:])
-            fixed = dict(zip(_FIXED, key, strict=True))
-            row = rows.setdefault(key, {**fixed, **dict.fromkeys(labels)})
-            row[label] = o["value"]
-    return sorted(rows.values(), key=lambda row: row["chapter"])  # stable: first-seen order
-
-
-def _runs_in(rows: list[dict]) -> list[str]:
-    return [k for k in (rows[0] if rows else {}) if k not in _FIXED]
-
-
-def _sections(rows):
-    """Rows per chapter, with only the runs that observed something in that chapter."""
-    chapters = dict.fromkeys(row["chapter"] for row in rows)
-    for chapter in chapters:
-        part = [row for row in rows if row["chapter"] == chapter]
-        runs = [run for run in _runs_in(rows) if any(row[run] is not None for row in part)]
-        yield chapter, part, runs
-
-
-def _cell(value) -> str:
-    return "" if value is None else format_value(value)
-
-
-def format_table(rows: list[dict], width: int = 110) -> str:
-    """A fixed-width text table for terminals, one block per chapter.
-
-    Run labels head the columns when they fit in ``width``; otherwise columns are numbered
-    and a legend names the runs.
-    """
-    if not rows:
-        return "(no observations)"
-    out = []
-    for chapter, part, runs in _sections(rows):
-        names = [f"{row['name']} [{row['config']}]" if row["config"] else row["name"]
-                 for row in part]
-        first = max(len("observation"), *map(len, names))
-        unit_w = max(len("unit"), *(len(row["unit"]) for row in part))
-        heads = runs
-        vals = [[_cell(row[run]) for run in runs] for row in part]
-        if first + unit_w + sum(len(h) + 2 for h in heads) > width:
-            heads = [f"#{i}" for i in range(1, len(runs) + 1)]
-        out.append(f"== {chapter} ==")
-        if heads != runs:
-            out.extend(f"  {h} = {run}" for h, run in zip(heads, runs, strict=True))
-        out.append(text_table({"observation": "<", "unit": "<", **{h: ">" for h in heads}},
-                              [[name, row["unit"], *v] for name, row, v in
-                               zip(names, part, vals, strict=True)]))
-        out.append("")
-    return "\n".join(out).rstrip()
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def ratio(value, base) -> float | None:
-    """``value / base`` when both are finite numbers and ``base`` is not 0; else None."""
-    if _is_number(value) and _is_number(base) and base != 0:
-        return value / base
-    return None
+            seen[key] = seen.get(key, 0) + 1
+            name = o["name"] if seen[key] == 1 else f"{o['name']} ({seen[key]})"
+            rows.append([key[0], name, key[2], key[3], label, o["value"]])
+    frame = pd.DataFrame(rows, columns=[*KEYS, "run", "value"])
+    wide = frame.pivot_table(index=KEYS, columns="run", values="value", aggfunc="first",
+                             sort=False)
+    wide = wide.reindex(columns=[lb for lb in run_labels(records) if lb in wide.columns])
+    wide.columns.name = None
+    return wide.astype(object).where(wide.notna(), None).reset_index()
 
 
 def baselines(records: list[dict], baseline: str | None = None) -> dict[str, str]:
-    """The baseline run (its label) per chapter: the first run, or the first one matching.
-
-    ``baseline`` matches a run whose hostname or label equals it, or whose records folder
-    contains it. A chapter without a matching run falls back to its first run.
+    """The baseline run per chapter: the first one whose hostname or label equals
+    ``baseline`` or whose records folder contains it, else the chapter's first run.
 
     Raises:
         LabkitError: ``baseline`` matches no run at all (the message lists the runs).
@@ -130,178 +74,214 @@ def baselines(records: list[dict], baseline: str | None = None) -> dict[str, str
     def matches(label, r):
         return baseline in (label, r["environment"].get("hostname")) or baseline in r["_folder"]
 
-    if baseline is not None and not any(matches(lb, r) for lb, r in zip(labels, records,
-                                                                         strict=True)):
+    pairs = list(zip(labels, records, strict=True))
+    if baseline is not None and not any(matches(lb, r) for lb, r in pairs):
         raise LabkitError(f"--baseline {baseline!r} matches no run (a hostname, a run label or "
                           f"part of a records folder); the runs are: {', '.join(labels)}")
-    first: dict[str, str] = {}
-    chosen: dict[str, str] = {}
-    for lb, r in zip(labels, records, strict=True):  # oldest first: the first match wins
+    first, chosen = {}, {}
+    for lb, r in pairs:  # oldest first: the first match wins
         first.setdefault(r["chapter"], lb)
         if baseline is not None and matches(lb, r):
             chosen.setdefault(r["chapter"], lb)
     return {chapter: chosen.get(chapter, lb) for chapter, lb in first.items()}
 
 
-# -- environments -------------------------------------------------------------------------
-
-def _get(env, *keys):
-    for k in keys:
-        env = env.get(k) if isinstance(env, dict) else None
-    return env if env is not None else "?"
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _pools(env) -> str:
-    # sorted: threadpoolctl lists pools in load order, which differs between runs
-    pools = sorted(f"{p.get('internal_api', '?')} x{p.get('num_threads', '?')}"
-                   for p in env.get("threadpools") or [] if isinstance(p, dict))
-    return ", ".join(pools) or "?"
-
-
-_FACTS = {
-    "hostname": lambda e: _get(e, "hostname"),
-    "CPU": lambda e: _get(e, "cpu", "model"),
-    "cores": lambda e: f"{_get(e, 'cpu', 'logical_cores')} logical / "
-                       f"{_get(e, 'cpu', 'physical_cores')} physical, "
-                       f"{len(_get(e, 'cpu', 'affinity') or [])} usable",
-    "RAM": lambda e: human_bytes(_get(e, "memory", "total_bytes")
-                                 if _get(e, "memory", "total_bytes") != "?" else None),
-    "GPU": lambda e: gpu_line(e.get("gpu", {})),
-    "OS": lambda e: f"{_get(e, 'os', 'system')} {_get(e, 'os', 'release')} "
-                    f"{_get(e, 'os', 'machine')}",
-    "libc": lambda e: _get(e, "os", "libc"),
-    "torch threads": lambda e: f"{_get(e, 'torch', 'num_threads')} intra-op / "
-                               f"{_get(e, 'torch', 'interop_threads')} inter-op",
-    "thread pools": _pools,
-    "data filesystem": lambda e: f"{_get(e, 'data', 'filesystem')} at "
-                                 f"{_get(e, 'data', 'mount_point')}",
-}
-
-
-def environment_table(records: list[dict]) -> tuple[list[dict], list[dict]]:
-    """Environments side by side: ``(columns, rows)``.
-
-    Runs whose facts are all the same share one column (``{"hostname", "runs"}``, ``runs``
-    the 1-based positions of the records); each row is ``{"fact", "values", "differs"}``
-    with one value per column. Rows that differ are where a difference between machines
-    is traced. Every package in the records' ``versions`` gets a row.
-    """
-    packages = list(dict.fromkeys(k for r in records for k in r["environment"].get("versions")
-                                  or {}))
-    facts = []
-    for r in records:
-        env = r["environment"]
-        versions = env.get("versions") or {}
-        row = [str(fn(env)) for fn in _FACTS.values()]
-        row += [str(versions[p]) if versions.get(p) is not None else "not installed"
-                for p in packages]
-        facts.append(tuple(row))
-    groups: dict[tuple, list[int]] = {}
-    for i, f in enumerate(facts, 1):
-        groups.setdefault(f, []).append(i)
-    columns = [{"hostname": f[0], "runs": runs} for f, runs in groups.items()]
-    names = [*_FACTS, *(f"version: {p}" for p in packages)]
-    rows = [{"fact": name, "values": [f[i] for f in groups],
-             "differs": len({f[i] for f in groups}) > 1} for i, name in enumerate(names)]
-    return columns, rows
-
-
-def _runs_text(runs: list[int]) -> str:
-    return ("run " if len(runs) == 1 else "runs ") + ", ".join(map(str, runs))
+def chapter_table(records: list[dict], chapter: str, base: str | None) -> pd.DataFrame:
+    """One chapter's rows as text: its runs' values (``run N`` below each label), then each
+    other run's value divided by the baseline's (``run N ÷ run M``)."""
+    number = {lb: i for i, lb in enumerate(run_labels(records), 1)}
+    part = comparison(records).query("chapter == @chapter")
+    runs = [lb for lb in number if lb in part and part[lb].notna().any()]
+    out = part[["name", "config", "unit"]].rename(columns={"name": "observation"})
+    for lb in runs:
+        tag = ", baseline" if lb == base and len(runs) > 1 else ""
+        out[f"{lb} (run {number[lb]}{tag})"] = [
+            "" if v is None else format_value(v) for v in part[lb]]
+    for lb in (r for r in runs if base in runs and r != base):
+        out[f"run {number[lb]} ÷ run {number[base]}"] = [
+            f"{v / b:.2f}x" if _number(v) and _number(b) and b else ""
+            for v, b in zip(part[lb], part[base], strict=True)]
+    return out.reset_index(drop=True)
 
 
 def chapter_warnings(records: list[dict], chapter: str) -> list[str]:
     """Why a chapter's runs may not be comparable: different scales or constraints."""
-    numbered = [(i, r) for i, r in enumerate(records, 1) if r["chapter"] == chapter]
+    def runs_by(key):
+        groups: dict = {}
+        for i, r in enumerate(records, 1):
+            if r["chapter"] == chapter:
+                groups.setdefault(key(r), []).append(str(i))
+        return groups
+
+    def runs(ids):
+        return ("run " if len(ids) == 1 else "runs ") + ", ".join(ids)
+
     out = []
-    scales = {}
-    for i, r in numbered:
-        scales.setdefault(r["scale"], []).append(i)
-    if len(scales) > 1:
+    if len(scales := runs_by(lambda r: r["scale"])) > 1:
         out.append("runs at different scales (" + "; ".join(
-            f"{s}: {_runs_text(runs)}" for s, runs in scales.items()) + "): sizes differ, so "
+            f"{s}: {runs(ids)}" for s, ids in scales.items()) + "): sizes differ, so "
             "throughputs are not comparable")
-    kinds = {}
-    for i, r in numbered:
-        kinds.setdefault(tuple(sorted(map(str, r.get("constraints") or []))), []).append(i)
-    if len(kinds) > 1:
+    if len(kinds := runs_by(lambda r: tuple(sorted(map(str, r.get("constraints") or []))))) > 1:
         out.append("runs under different constraints (" + "; ".join(
-            f"{_runs_text(runs)}: {', '.join(k) or 'none'}" for k, runs in kinds.items())
+            f"{runs(ids)}: {', '.join(k) or 'none'}" for k, ids in kinds.items())
             + "): compare with care")
     return out
 
 
-# -- plots --------------------------------------------------------------------------------
+def environments(records: list[dict]) -> pd.DataFrame:
+    """The machines side by side: a row per fact (and per package version), a column per
+    distinct environment (runs with the same facts share one); ``differs`` marks the rows
+    where a difference between machines is traced."""
+    def facts(e):
+        cpu, mem, os_, th, data = (e.get(k) or {} for k in ("cpu", "memory", "os", "torch",
+                                                             "data"))
+        pools = sorted(f"{p.get('internal_api', '?')} x{p.get('num_threads', '?')}"
+                       for p in e.get("threadpools") or [] if isinstance(p, dict))
+        return {"hostname": e.get("hostname", "?"), "CPU": cpu.get("model", "?"),
+                "cores": f"{cpu.get('logical_cores', '?')} logical / "
+                         f"{cpu.get('physical_cores', '?')} physical, "
+                         f"{len(cpu.get('affinity') or [])} usable",
+                "RAM": human_bytes(mem.get("total_bytes")), "GPU": gpu_line(e.get("gpu", {})),
+                "OS": f"{os_.get('system', '?')} {os_.get('release', '?')} "
+                      f"{os_.get('machine', '?')}", "libc": os_.get("libc", "?"),
+                "torch threads": f"{th.get('num_threads', '?')} intra-op / "
+                                 f"{th.get('interop_threads', '?')} inter-op",
+                "thread pools": ", ".join(pools) or "?",
+                "data filesystem": f"{data.get('filesystem', '?')} at "
+                                   f"{data.get('mount_point', '?')}"}
 
-def _figure(records: list[dict], labels: list[str], chapter: str | None = None):
-    """Grouped horizontal bars, one panel per (chapter, unit); None if nothing to plot."""
-    import matplotlib
-    from matplotlib.patches import Patch
+    packages = list(dict.fromkeys(p for r in records for p in r["environment"].get("versions")
+                                  or {}))
+    columns: dict[tuple, list[str]] = {}
+    for i, r in enumerate(records, 1):
+        versions = r["environment"].get("versions") or {}
+        row = {**facts(r["environment"]), **{
+            f"version: {p}": str(versions[p]) if versions.get(p) is not None else "not installed"
+            for p in packages}}
+        columns.setdefault(tuple(row.items()), []).append(str(i))
+    table = pd.DataFrame({f"{dict(k)['hostname']} (run{'s' if len(ids) > 1 else ''} "
+                          f"{', '.join(ids)})": dict(k) for k, ids in columns.items()})
+    table.insert(0, "differs", table.nunique(axis=1) > 1)
+    return table
 
 
-    # colours by column: a chapter's plot reads in the order of its table's columns
-    palette = "tab10" if len(labels) <= 10 else "tab20"
-    cmap = {lb: matplotlib.colormaps[palette](i % 20) for i, lb in enumerate(labels)}
-    groups: dict[tuple, list[dict]] = {}
-    for row in comparison_rows(records):
-        if (chapter is None or row["chapter"] == chapter) and any(
-                _is_number(row[lb]) for lb in labels):
-            groups.setdefault((row["chapter"], row["unit"]), []).append(row)
-    # Per panel only the runs that have a number there, so sparse chapters stay readable.
-    runs = {g: [lb for lb in labels if any(_is_number(r[lb]) for r in rows)]
-            for g, rows in groups.items()}
-    shown = [lb for lb in labels if any(lb in rs for rs in runs.values())]
-    if chapter is not None and not groups:
+def plot(records: list[dict], chapter: str | None = None):
+    """Horizontal bars, one panel per (chapter, unit), one colour per run; None if a chapter
+    has no numbers."""
+    wide = comparison(records)
+    if chapter is not None:
+        wide = wide[wide.chapter == chapter]
+    labels = [c for c in wide.columns if c not in KEYS]
+    panels = [(key, part) for key, part in wide.groupby(["chapter", "unit"], sort=False)
+              if part[labels].map(_number).any(axis=None)]
+    if chapter is not None and not panels:
         return None
-    heights = [1 + 0.25 * len(rows) * len(runs[g]) for g, rows in groups.items()] or [2]
-    fig = agg_figure(figsize=(10, min(1.5 + sum(heights), 80)), layout="constrained")
-    axes = fig.subplots(len(heights), 1, squeeze=False, height_ratios=heights)[:, 0]
-    for ax, (g, rows) in zip(axes, groups.items(), strict=False):
-        bar = 0.8 / len(runs[g])
-        for j, lb in enumerate(runs[g]):
-            ys = [i - 0.4 + bar * (j + 0.5) for i in range(len(rows))]
-            xs = [row[lb] if _is_number(row[lb]) else 0 for row in rows]
-            bars = ax.barh(ys, xs, height=bar, color=cmap[lb])
-            ax.bar_label(bars, [_cell(row[lb]) if _is_number(row[lb]) else "" for row in rows],
-                         padding=2, fontsize=7)
-        ax.set_yticks(range(len(rows)),
-                      [_short(f"{r['name']}\n{r['config']}".strip()) for r in rows], fontsize=8)
-        ax.invert_yaxis()  # first observation on top, as in the table
-        ax.set_title(g[1] if chapter is not None else g[0], loc="left", fontsize=10)
-        ax.set_xlabel(g[1], fontsize=8)
-        positive = [r[lb] for r in rows for lb in runs[g] if _is_number(r[lb]) and r[lb] > 0]
-        if positive and max(positive) > 50 * min(positive):  # 3 orders apart: log or invisible
-            ax.set_xscale("log")
-            ax.set_xlabel(f"{g[1]} (log scale)", fontsize=8)
-        ax.margins(x=0.15)  # room for the value labels
-    if groups:
-        number = {lb: i for i, lb in enumerate(run_labels(records), 1)}  # as in the runs table
-        fig.legend([Patch(color=cmap[lb]) for lb in shown],
-                   [f"run {number[lb]}: {lb}" for lb in shown], loc="outside upper center",
-                   ncols=min(3, len(shown)), fontsize=8)
+    fig = agg_figure(figsize=(10, min(2 + sum(1 + 0.3 * len(p) for _, p in panels), 80)),
+                     layout="constrained")
+    axes = fig.subplots(max(len(panels), 1), 1, squeeze=False)[:, 0]
+    for ax, ((ch, unit), part) in zip(axes, panels, strict=False):
+        numbers = part.set_index(part.name + " " + part.config)[labels].map(
+            lambda v: v if _number(v) else float("nan")).astype(float)
+        numbers.plot.barh(ax=ax, legend=False, logx=bool(
+            numbers.min(axis=None) > 0 and numbers.max(axis=None) > 50 * numbers.min(axis=None)))
+        ax.invert_yaxis()   # the first observation on top, as in the table
+        ax.set_title(unit if chapter else f"{ch} ({unit})", loc="left", fontsize=10)
+        ax.set_ylabel("")
+    if panels:
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center",
+                   ncols=min(3, len(labels)), fontsize=8)
     else:
         axes[0].set_axis_off()
         axes[0].text(0.5, 0.5, "no numeric observations to plot", ha="center", va="center")
     return fig
 
 
-def plot_comparison(records: list[dict], path) -> Path:
-    """A PNG of grouped horizontal bars: one panel per (chapter, unit), one colour per run."""
-    path = Path(path)
-    _figure(records, run_labels(records)).savefig(path, dpi=110)
-    return path
+def report_format(out=None, fmt: str | None = None) -> str:
+    """``"html"`` or ``"md"``: ``fmt`` if given, else from ``out``'s suffix, else Markdown.
+
+    Raises:
+        LabkitError: an unknown format, a suffix that names neither, or the two disagree.
+    """
+    if fmt is not None and fmt not in ("html", "md"):
+        raise LabkitError(f"unknown report format {fmt!r}; use html or md")
+    suffix = Path(out).suffix.lower() if out is not None else ""
+    from_suffix = FORMATS.get(suffix)
+    if fmt is None and out is not None and from_suffix is None:
+        raise LabkitError(f"cannot tell the report format from {out} (suffix {suffix!r}): "
+                          "name it .html or .md, or give --format html|md")
+    if fmt is not None and from_suffix is not None and fmt != from_suffix:
+        raise LabkitError(f"--format {fmt} but --out {out} ends in {suffix}: they disagree")
+    return fmt or from_suffix or "md"
 
 
-def chapter_plot(records: list[dict], chapter: str, dpi: int = 96) -> bytes | None:
-    """One chapter's bars as PNG bytes (one panel per unit); None if it has no numbers."""
-    labels = [lb for lb, r in zip(run_labels(records), records, strict=True)
-              if r["chapter"] == chapter]
-    fig = _figure(records, labels, chapter)
-    if fig is None:
-        return None
-
-    return png_bytes(fig, dpi)
+def _md_table(frame: pd.DataFrame) -> list[str]:
+    def cell(v):
+        return str(v).replace("|", "\\|").replace("\n", " ")
+    return (["| " + " | ".join(map(cell, frame.columns)) + " |", "|" + "---|" * frame.shape[1]]
+            + ["| " + " | ".join(map(cell, row)) + " |" for row in frame.itertuples(index=False)])
 
 
-def _short(text: str, n: int = 40) -> str:
-    return "\n".join(ln if len(ln) <= n else ln[: n - 1] + "…" for ln in text.splitlines())
+def write_report(dirs, out=None, fmt: str | None = None, baseline: str | None = None,
+                 records: list[dict] | None = None) -> Path:
+    """Write the report (runs, environments, each chapter's observations with ratios to its
+    baseline run, plots) as Markdown with a PNG beside it or as one HTML file; its path
+    (default ``report.md`` / ``report.html`` here). ``baseline``: see :func:`baselines`."""
+    fmt = report_format(out, fmt)
+    records = load_records(dirs) if records is None else records
+    base = baselines(records, baseline)
+    out = Path(out) if out is not None else Path.cwd() / f"report.{fmt}"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LabkitError(f"cannot create the report's folder {out.parent}: {e}") from e
+    folders = [str(d) for d in ([dirs] if isinstance(dirs, (str, Path)) else dirs)]
+    runs = pd.DataFrame([{"#": i, "run": lb, "chapter": r["chapter"], "scale": r["scale"],
+                          "labkit": r.get("labkit_version") or "?",
+                          "constraints": "; ".join(map(str, r.get("constraints") or [])),
+                          "folder": r["_folder"], "record": Path(r["_source"]).name}
+                         for i, (lb, r) in enumerate(zip(run_labels(records), records,
+                                                         strict=True), 1)])
+    env = environments(records)
+    env.index = [f"{k} ≠" if d else k for k, d in zip(env.index, env.pop("differs"),
+                                                         strict=True)]
+    chapters = list(dict.fromkeys(r["chapter"] for r in records))
+    intro = (f"{len(records)} checkpoint records from {', '.join(folders)}; written "
+             f"{datetime.now(UTC):%Y-%m-%d %H:%M UTC}. Facts marked ≠ differ between the "
+             "machines: that is where a difference is traced. `run N ÷ run M`: run N's value "
+             "over the baseline run's (the chapter's first run unless --baseline chose "
+             "another).")
+    if env.shape[1] == 1:
+        intro += f" All {len(records)} runs report the same environment."
+    if fmt == "md":
+        png = out.with_suffix(".png")
+        plot(records).savefig(png, dpi=110)
+        lines = ["# labkit report", "", intro, "", "## Runs", "", *_md_table(runs), "",
+                 "## Environments", "", *_md_table(env.rename_axis("fact").reset_index())]
+        for ch in chapters:
+            lines += ["", f"### {ch}", "", *(f"**Note:** {w}." for w in
+                                             chapter_warnings(records, ch)),
+                      *_md_table(chapter_table(records, ch, base[ch]))]
+        lines += ["", "## Plot", "", f"![observations per run]({png.name})", ""]
+    else:
+        def e(text):
+            return html.escape(str(text), quote=True)
+
+        lines = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+                 "<title>labkit report</title><style>table{border-collapse:collapse}"
+                 "td,th{border:1px solid #ccc;padding:2px 6px}</style></head><body>",
+                 f"<h1>labkit report</h1><p>{e(intro)}</p>", "<h2>Runs</h2>",
+                 runs.to_html(index=False), "<h2>Environments</h2>", env.to_html()]
+        for ch in chapters:
+            lines += [f"<h3>{e(ch)}</h3>", *(f"<p>⚠ {e(w)}.</p>" for w in
+                                              chapter_warnings(records, ch)),
+                      chapter_table(records, ch, base[ch]).to_html(index=False)]
+            if (fig := plot(records, ch)) is not None:
+                data = base64.b64encode(png_bytes(fig, 96)).decode("ascii")
+                lines.append(f'<img alt="{e(ch)}" src="data:image/png;base64,{data}">')
+        lines.append("</body></html>")
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
