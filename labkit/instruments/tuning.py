@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..facilities import usable_cores
-from ..records.machine import _threadpools
+from ..records.machine import threadpools
 from .audits import worker_tag
 
 
@@ -31,7 +31,7 @@ def thread_pools(batch=None) -> dict:
     can call this as its ``collate_fn`` and each batch reports the worker that made it (a
     module-level function: spawn and forkserver workers can unpickle it).
     """
-    return {"source": worker_tag(), "torch": torch.get_num_threads(), "pools": _threadpools()}
+    return {"source": worker_tag(), "torch": torch.get_num_threads(), "pools": threadpools()}
 
 
 class WorkDataset(Dataset):

@@ -87,7 +87,7 @@ def _cpu() -> dict:
     }
 
 
-def _threadpools() -> list[dict]:
+def threadpools() -> list[dict]:
     # threadpoolctl inspects shared libraries already mapped into the process, so this
     # reports the pools the caller loaded (numpy's BLAS, torch's OpenMP) without importing.
     from threadpoolctl import threadpool_info
@@ -203,7 +203,7 @@ def environment(data_path=None) -> dict:
         "cpu": _safe(_cpu),
         "memory": {"total_bytes": mem.total, "available_bytes": mem.available},
         # Before the GPU probe, which may import torch and load its OpenMP runtime.
-        "threadpools": _safe(_threadpools),
+        "threadpools": _safe(threadpools),
     }
     env["data"] = _safe(_data, data_path)
     env["gpu"] = _safe(_gpu)
