@@ -1,4 +1,4 @@
-"""Tools around the chapters (ch. 00): ``labkit run``, reports, benchmarks, the roofline, the CLI.
+"""Tools around the chapters (ch. 00): ``labkit run``, reports, benchmarks, the CLI.
 
 The top layer: tools may import the spine and the chapter folders, never the other way
 round (tests/test_layout.py). Its public names are
@@ -7,12 +7,11 @@ reached as ``lk.tools.NAME``.
 
 from __future__ import annotations
 
+from .. import ceilings  # noqa: F401 (lk.ceilings, for chapters 00 and 16)
 from .bench import run_benchmark
 from .checkup import Check, doctor, format_doctor
 from .render import write_report
 from .report import comparison_rows, format_table
-from .roofline import measure as measure_roofline
-from .roofline_report import newest_placements
 from .runner import run_notebooks
 
 __all__ = [
@@ -21,8 +20,6 @@ __all__ = [
     "doctor",
     "format_doctor",
     "format_table",
-    "measure_roofline",
-    "newest_placements",
     "run_benchmark",
     "run_notebooks",
     "write_report",

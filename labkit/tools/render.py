@@ -7,7 +7,6 @@ import html
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..display.figures import png_bytes
 from ..errors import LabkitError
 from ..records.checkpoint import format_config, load_records
 from .report import (
@@ -25,25 +24,6 @@ from .report import (
     ratio,
     run_labels,
 )
-from .roofline_report import prediction_errors, report_figure, report_rows
-
-ROOFLINE_HEAD = ["machine", "scale", "pipeline", "measured samples/s", "bound by", "of it",
-                 "predicted samples/s", "error"]
-
-
-def _roofline_table(records) -> tuple[list[list[str]], str]:
-    """The roofline section's rows (one per placed pipeline) and its one-line summary."""
-    rows = report_rows(records)
-    body = [[r["machine"], r["scale"], r["pipeline"], f"{r['measured']:,.0f}", r["bound"],
-             f"{r['fraction']:.0%}", f"{r['predicted']:,.0f}", f"{r['error']:+.0%}"]
-            for r in rows]
-    if not rows:
-        return body, ("No record places a pipeline under the roofline yet (chapters 00-16 do, "
-                      "in their checkpoints).")
-    e = prediction_errors(r["placement"] for r in rows)
-    return body, (f"{len(rows)} pipelines placed; median |prediction error| "
-                  f"{e['median_abs_error']:.0%}; beyond 50 %: "
-                  f"{', '.join(e['beyond_50pct']) or 'none'}.")
 
 
 def report_format(out=None, fmt: str | None = None) -> str:
@@ -87,9 +67,6 @@ def write_report(dirs, out=None, fmt: str | None = None, baseline: str | None = 
         text = _html_report(records, folders, base, baseline)
     else:
         png = plot_comparison(records, out.with_suffix(".png"))
-        fig = report_figure(records)
-        if fig is not None:
-            fig.savefig(png.with_name(f"{png.stem}-roofline.png"), dpi=110)
         text = _md_report(records, folders, base, png.name)
     out.write_text(text, encoding="utf-8")
     return out
@@ -157,13 +134,6 @@ def _md_report(records, folders, base, png_name) -> str:
                             for row, cells in zip(part, body, strict=True)])
         lines.append("")
     lines += ["## Plot", "", f"![observations per run]({png_name})", ""]
-    body, summary = _roofline_table(records)
-    lines += ["## Roofline", "", "Each chapter's headline pipeline under this machine's "
-              "ceilings (`labkit roofline`): what binds it, how close it runs, and what its "
-              "stages predicted.", "", summary, ""]
-    if body:
-        lines += _md_table(ROOFLINE_HEAD, body)
-        lines += ["", f"![roofline per machine]({Path(png_name).stem}-roofline.png)", ""]
     return "\n".join(lines)
 
 
@@ -220,8 +190,7 @@ def _html_report(records, folders, base, baseline) -> str:
            + ", ".join(f"<code>{_e(f)}</code>" for f in folders)
            + f". Written {_e(generated)}.</p>",
            '<nav><a href="#runs">Runs</a><a href="#environments">Environments</a>'
-           + "".join(f'<a href="#{_anchor(c)}">{_e(c)}</a>' for c in chapters)
-           + '<a href="#roofline">Roofline</a></nav>']
+           + "".join(f'<a href="#{_anchor(c)}">{_e(c)}</a>' for c in chapters) + "</nav>"]
 
     # Runs
     out.append('<h2 id="runs">Runs</h2>')
@@ -299,16 +268,5 @@ def _html_report(records, folders, base, baseline) -> str:
             out.append(f'<img alt="{_e(chapter)}: observations per run" '
                        f'src="data:image/png;base64,{data}">')
         out.append("</section>")
-    body, summary = _roofline_table(records)
-    out.append('<h2 id="roofline">Roofline</h2>')
-    out.append(f"<p class=note>Each chapter's headline pipeline under this machine's ceilings "
-               f"(<code>labkit roofline</code>). {_e(summary)}</p>")
-    if body:
-        out.append(_html_table([f"<th>{_e(h)}</th>" for h in ROOFLINE_HEAD],
-                               ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>"
-                                for row in body]))
-        fig = report_figure(records)
-        data = base64.b64encode(png_bytes(fig, 96)).decode("ascii")
-        out.append(f'<img alt="roofline per machine" src="data:image/png;base64,{data}">')
     out.append("</body></html>")
     return "\n".join(out) + "\n"
