@@ -77,12 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(command_fn="bench")
 
     rl = sub.add_parser("roofline", help="measure this machine's data-loading ceilings "
-                        "(read, copy, hand-over, decode, S3, GPU), each with its spread")
+                        "(read, copy, fetch, hand-over, decode, GPU), each with its spread")
     rl.add_argument("names", nargs="*", metavar="CEILING",
-                    help="ceilings to measure (default: all; see --list)")
+                    help="ceilings to measure (default: all): page_cache_read, memcpy, "
+                         "sample_fetch, handover, jpeg_decode, h2d")
     scale_opt(rl)
     rl.add_argument("--json", action="store_true", help="print the ceilings as JSON")
-    rl.add_argument("--list", action="store_true", help="list the ceilings and exit")
     rl.add_argument("--records", default=None, metavar="DIR",
                     help="write the record 'roofline' here (default: LABKIT_RECORDS, "
                          "else records/)")

@@ -29,6 +29,11 @@ KNOBS: dict[str, dict[str, object]] = {
     # `labkit run`'s per-cell guard (--cell-timeout raises it): it catches a hang, not a slow
     # machine; a workshop cell beside other work on 2 cores ran past 600 s (issue 46)
     "cell_timeout_s": {"ci": 600, "workshop": 1800, "full": 7200},
+    # 00 and 16, `labkit roofline`: each ceiling's work per trial (labkit/ceilings.py)
+    "ceiling_mib": {"ci": 32, "workshop": 256, "full": 1024},  # read, copied, sent to the GPU
+    "ceiling_samples": {"ci": 5000, "workshop": 50_000, "full": 100_000},  # DataLoader fetch
+    "ceiling_batches": {"ci": 200, "workshop": 2000, "full": 5000},  # handed over by a worker
+    "ceiling_jpegs": {"ci": 64, "workshop": 128, "full": 256},  # decoded from the fixture
     # 01 measuring a loader: batches per timed pass (None: whole epochs). At ci a pass over
     # 2048 sample files plus warm-up passes put the chapter at 60+ s under load; 12 batches
     # of 64 are enough for a rate, and the exactly-once check still reads whole epochs

@@ -1,4 +1,4 @@
-"""Tools around the chapters (ch. 00): ``labkit run``, reports, benchmarks, the roofline, the CLI.
+"""Tools around the chapters (ch. 00): ``labkit run``, reports, benchmarks, the CLI.
 
 The top layer: tools may import the spine and the chapter folders, never the other way
 round (tests/test_layout.py). Its public names are
@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from .bench import run_benchmark
 from .checkup import doctor, format_doctor
-from .roofline import measure as measure_roofline
-from .roofline_report import newest_placements
 
 __all__ = [
     "doctor",
     "format_doctor",
-    "measure_roofline",
-    "newest_placements",
     "run_benchmark",
 ]

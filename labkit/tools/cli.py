@@ -16,18 +16,17 @@ from pathlib import Path
 
 import labkit_cli
 
+from ..ceilings import measure_ceilings
 from ..data.fixtures import ensure_fixtures, load_specs, resolve_spec
 from ..errors import LabkitError
 from ..paths import notebooks_dir
-from ..records.checkpoint import load_records
+from ..records.checkpoint import Checkpoint, load_records
 from ..records.machine import environment, format_environment
 from ..scale import resolve_scale
 from .bench import BENCHMARKS, format_result, record_result, run_benchmark
-from .ceilings import CEILINGS
 from .checkup import doctor, format_doctor
 from .diagnose import run_diagnose
 from .report import baselines, chapter_table, report_format, write_report
-from .roofline import measure as measure_roofline
 from .runner import run_notebooks
 
 
@@ -98,16 +97,17 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_roofline(args) -> int:
-    if args.list:
-        for name, spec in CEILINGS.items():
-            print(f"{name:<20}{spec.label} ({spec.how})")
-        return 0
-    def progress(name):
-        print(f"measuring {name} ...", file=sys.stderr, flush=True)
-
-    roof = measure_roofline(args.names or None, _scale(args), progress=progress)
-    print(json.dumps(roof.as_dict(), indent=2) if args.json else roof.table())
-    print(f"record: {roof.write(args.records)}", file=sys.stderr)
+    scale = _scale(args)
+    ceilings = measure_ceilings(args.names or None, scale)
+    if args.json:
+        print(json.dumps({k: {"label": c.label, "rate": c.rate, "lo": c.lo, "hi": c.hi,
+                              "trials": len(c.trials), "unit": c.unit, "how": c.how,
+                              "why": c.why} for k, c in ceilings.items()}, indent=2))
+    else:
+        print("\n".join(f"{k:<16}{c}" for k, c in ceilings.items()))
+    ck = Checkpoint("roofline", scale=scale, records_dir=args.records).add(ceilings)
+    ck.constraint("each ceiling measured alone, in one process")
+    print(f"record: {ck.write(print_summary=False)}", file=sys.stderr)
     return 0
 
 

@@ -1,7 +1,7 @@
 """``labkit diagnose MODULE:FACTORY``: ``lk.profiling.diagnose`` from the command line (ch. 13).
 
-It adds what the chapter folder cannot import: the roofline (:mod:`.roofline`), which names
-the ceiling the loader runs under and how far below it.
+It adds what the chapter folder cannot import: the ceiling the loader runs under and how far
+below it (its own work, or the hand-over that :mod:`labkit.ceilings` measures).
 
 The factory is imported by its module name (a file's folder goes on ``sys.path`` first), so
 spawn workers can import it too; the whole diagnosis runs under one wall-clock limit.
@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..ceilings import measure_ceilings
+from ..facilities import usable_cores
 from ..profiling.checklist import DiagnoseLimit, diagnose
 from ..profiling.diagnosis import DiagnoseError, Diagnosis
-from .roofline import measure
 
 
 def load_factory(spec: str):
@@ -65,32 +66,25 @@ def run_diagnose(spec: str, *, roofline: bool = True, **kw: Any) -> Diagnosis:
 
 
 def place_loader(d: Diagnosis) -> dict:
-    """The roofline's verdict on a diagnosed loader: which ceiling it runs under, how far.
+    """The ceiling a diagnosed loader runs under, and how far below it.
 
-    Its own work per sample is what one process delivered (``num_workers=0``): the workers
-    multiply it by ``min(num_workers, cores)``. With workers, every batch is also handed
-    over to the loop (per batch, per tensor past the first, and per byte: :mod:`.ceilings`,
-    measured now). ``{}`` when the loader's figures do not allow it (no batch size, not a
-    rate)."""
+    Its own work allows what one process delivered (``num_workers=0``) times
+    ``min(num_workers, cores)``; with workers, each batch is also handed over to the loop,
+    which allows the ``handover`` ceiling's batches/s (measured now) times the batch size. The
+    lower binds. ``{}`` when the loader's figures do not allow it (no batch size, no rate)."""
     if not (d.samples_per_batch and d.one_process_batches_per_s and d.loader_batches_per_s):
         return {}
     nw = d.num_workers or 0
-    more = (d.tensors_per_batch or 1) - 1   # tensors past the first: each crosses on its own
-    roof = measure(["handover_batch", "handover_bytes"] + (["handover_tensor"] if more else [])
-                   if nw else [])
-    roof.add("own_work", "its own work per sample",
-             [d.one_process_batches_per_s * d.samples_per_batch], where="core",
-             how="the loader in one process (num_workers=0)")
-    work = {"own_work": 1.0}
-    if nw:
-        work["handover_batch"] = 1 / d.samples_per_batch
-        if more:
-            work["handover_tensor"] = more / d.samples_per_batch
-        if d.bytes_per_sample:
-            work["handover_bytes"] = d.bytes_per_sample
-    p = roof.place(d.target, work, workers=nw, in_workers=["own_work"] if nw else (),
-                   measured=d.loader_batches_per_s * d.samples_per_batch,
-                   bytes_per_sample=d.bytes_per_sample)
-    return {"bound": p.bound, "label": p.labels[p.bound], "limit": p.limits[p.bound],
-            "fraction": p.fraction, "predicted": p.predicted, "how": p.predicted_by,
-            "limits": p.limits, "missing": p.missing}
+    procs = min(nw, usable_cores()) if nw else 1
+    limits = {"own_work": d.one_process_batches_per_s * d.samples_per_batch * procs}
+    labels = {"own_work": f"its own work per sample x {procs} process(es)",
+              "handover": "a batch handed over from a worker"}
+    handover = measure_ceilings(["handover"])["handover"] if nw else None
+    if handover is not None and handover.rate:
+        limits["handover"] = handover.rate * d.samples_per_batch
+    bound = min(limits, key=limits.get)
+    measured = d.loader_batches_per_s * d.samples_per_batch
+    return {"bound": bound, "label": labels[bound], "limit": limits[bound],
+            "fraction": measured / limits[bound], "predicted": limits[bound],
+            "how": f"the lowest of {', '.join(limits)}", "limits": limits,
+            "missing": {"handover": handover.why} if handover and not handover.rate else {}}
