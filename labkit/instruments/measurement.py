@@ -99,7 +99,7 @@ class Measurement:
     @property
     def tensors_per_batch(self) -> int:
         """Torch tensors in a batch (images and labels: 2), from the first pass's first batch:
-        with workers, each crosses to the loop on its own (the roofline's handover_tensor)."""
+        with workers, each crosses to the loop on its own (chapter 09's hand-over)."""
         return self.passes[0].tensors
 
     @property

@@ -123,5 +123,5 @@ def batch_nbytes(batch: Any) -> int:
 
 def batch_tensors(batch: Any) -> int:
     """How many torch tensors ``batch`` holds (recursive): a worker hands each one over to
-    the loop as a shared-memory segment of its own (``handover_tensor``; the meter, ch. 13)."""
+    the loop as a shared-memory segment of its own (the meter, ch. 13)."""
     return sum(isinstance(leaf, torch.Tensor) for leaf in _leaves(batch))
