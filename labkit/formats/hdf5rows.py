@@ -69,8 +69,6 @@ class Hdf5Rows(Dataset):
         return self.samples
 
     def __getitem__(self, i: int):
-        if not 0 <= i < self.samples:
-            raise IndexError(i)
         if self._pid != os.getpid():  # first read here, or a handle inherited through fork()
             self._handle, self._pid = _open(self.path, self.key)[self.key], os.getpid()
         try:

@@ -45,8 +45,7 @@ def write_lmdb(dest, rows) -> float:
     return time.perf_counter() - t0
 
 
-def _env(path: Path):
-    """This process's read-only environment (one inherited through fork() is closed first)."""
+def _env(path: Path):  # this process's environment; one inherited through fork() is closed
     import lmdb
 
     key = (os.getpid(), str(path.resolve()))
@@ -87,8 +86,6 @@ class LmdbRows(Dataset):
         return self.samples
 
     def __getitem__(self, i: int):
-        if not 0 <= i < self.samples:
-            raise IndexError(i)
         with _env(self.path).begin() as txn:  # ended within the read: no slot held at a fork
             raw = txn.get(_key(i))
             if raw is None:
