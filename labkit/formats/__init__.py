@@ -1,53 +1,13 @@
-"""Storage formats for random access: LMDB, HDF5, TFRecord, tensors on disk (chapter 12).
+"""What stays of storage formats once the readers are typed in the chapter (chapter 12).
 
-``labkit bench formats`` lives with the other benchmarks (``labkit.tools.benchmarks``).
+The ``lk.status`` checks of its optional libraries, and the LMDB/HDF5 writers and readers that
+``labkit bench formats`` and the capstone's bake-off use (not public).
 """
 
 from __future__ import annotations
 
-from .ahead import ResizeTo, break_even, raw_ahead, resize_ahead
-from .breakeven import BreakEven
-from .hdf5rows import Hdf5Rows, write_hdf5
-from .lazy import LazyFile
-from .lmdbrows import LmdbRows, write_lmdb
-from .moreformats import ArrayRecordRows, LanceRows
-from .onetensor import SafetensorsRows, TorchMmapRows
-from .table import (
-    format_formats,
-    measure_formats,
-    read_back,
-    write_formats,
-    write_more_formats,
-    write_tensor_formats,
-)
-from .tfdata import tfdata_measure
-from .tfrecords import TFRecordRows
-from .trap import trap_trial
-from .widget import BreakEvenWidget
+from . import checks  # noqa: F401 - registers the lk.status checks
+from .hdf5rows import Hdf5Rows  # noqa: F401 - the bake-off's (tests/test_bakeoff.py)
+from .lmdbrows import LmdbRows  # noqa: F401 - the bake-off's
 
-__all__ = [
-    "ArrayRecordRows",
-    "BreakEven",
-    "BreakEvenWidget",
-    "Hdf5Rows",
-    "LanceRows",
-    "LazyFile",
-    "LmdbRows",
-    "ResizeTo",
-    "SafetensorsRows",
-    "TFRecordRows",
-    "TorchMmapRows",
-    "break_even",
-    "format_formats",
-    "measure_formats",
-    "raw_ahead",
-    "read_back",
-    "resize_ahead",
-    "tfdata_measure",
-    "trap_trial",
-    "write_formats",
-    "write_hdf5",
-    "write_lmdb",
-    "write_more_formats",
-    "write_tensor_formats",
-]
+__all__: list[str] = []
