@@ -45,10 +45,6 @@ HOMES = {
     "pyav": "labkit.media.backends",
     "spdl": "labkit.media.backends",
     "media_gpu": "labkit.media.backends",
-    "safetensors": "labkit.formats.onetensor",
-    "lance": "labkit.formats.moreformats",
-    "array_record": "labkit.formats.moreformats",
-    "tfdata": "labkit.formats.tfdata",
 }
 
 
@@ -130,3 +126,33 @@ def library_version(dist: str, *modules: str) -> str:
         except importlib.metadata.PackageNotFoundError:
             continue
     return "(version unknown)"
+
+
+# -- chapter 12b's optional formats (load=False: importing lance makes every later fork()
+# unsafe; TensorFlow cannot share a process with the tfrecord package) -----------------
+
+_FORMATS_EXTRA = 'pip install -e ".[moreformats]"'
+
+
+@check("lance")
+def _lance_status() -> tuple[bool, str]:
+    return library_status("pylance", "lance", label="pylance", load=False,
+                          install=f"{_FORMATS_EXTRA} or pip install pylance")
+
+
+@check("array_record")
+def _array_record_status() -> tuple[bool, str]:
+    return library_status("array-record", "array_record.python.array_record_module",
+                          install=f"{_FORMATS_EXTRA} or pip install array-record")
+
+
+@check("safetensors")
+def _safetensors_status() -> tuple[bool, str]:
+    return library_status("safetensors", install="pip install safetensors")
+
+
+@check("tfdata")
+def _tfdata_status() -> tuple[bool, str]:
+    return library_status("tensorflow-cpu", "tensorflow", label="tensorflow", load=False,
+                          install="tf.data is the optional extra: pip install "
+                                  "'labkit[tfdata]' (tensorflow-cpu, ~600 MB)")

@@ -1,12 +1,9 @@
-"""What stays of storage formats once the readers are typed in the chapter (chapter 12).
-
-The ``lk.status`` checks of its optional libraries, and the LMDB/HDF5 writers and readers that
-``labkit bench formats`` and the capstone's bake-off use (not public).
-"""
+"""What stays of storage formats once the readers are typed in the chapter (chapter 12): the
+LMDB/HDF5 writers and readers that ``labkit bench formats`` and the capstone's bake-off use
+(not public)."""
 
 from __future__ import annotations
 
-from . import checks  # noqa: F401 - registers the lk.status checks
 from .hdf5rows import Hdf5Rows  # noqa: F401 - the bake-off's (tests/test_bakeoff.py)
 from .lmdbrows import LmdbRows  # noqa: F401 - the bake-off's
 
