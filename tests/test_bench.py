@@ -44,7 +44,7 @@ def test_mmap_benchmark_reports_its_ratio(tmp_path):
 
 def test_every_benchmark_is_registered_with_a_goal():
     """Importing labkit.tools.bench registers every one: the chapters' own ones too."""
-    assert set(bench.BENCHMARKS) == {"bakeoff", "decode", "formats", "media", "meter-overhead",
+    assert set(bench.BENCHMARKS) == {"decode", "formats", "media", "meter-overhead",
                                      "gpu", "mmap", "objectstore", "prefetch", "profiling",
                                      "tokens", "webdataset"}
     assert all(fn.goal for fn in bench.BENCHMARKS.values())

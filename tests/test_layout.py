@@ -19,7 +19,7 @@ ROOT = Path(labkit.__file__).parent
 
 SPINE = ("errors", "paths", "scale", "optional", "facilities", "ceilings", "data", "images",
          "streams", "loading", "instruments", "remote", "display", "records")
-CHAPTERS = ("tokens", "formats", "profiling", "objstore", "media", "capstone")
+CHAPTERS = ("tokens", "formats", "profiling", "objstore", "media")
 TOOLS = ("tools",)
 TOP = ("labkit", "labkit.cli")
 

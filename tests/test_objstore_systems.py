@@ -88,23 +88,6 @@ def test_system_streams_from_the_bucket_exactly_once_and_resumes(name, store, tm
     assert own_tmp.left() == [], "left in the temp folder"
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_the_bakeoff_mosaic_row_leaves_no_shared_memory(workers, ci_fixture, tmp_path,
-                                                        own_tmp, shm_since):
-    """The bake-off's own Mosaic row (skipped at ci in the chapter, so pinned here)."""
-    need("MosaicML Streaming")
-    from labkit.capstone.bakeoff.adapters import get_adapter
-    from labkit.capstone.bakeoff.data import prepare_bakeoff
-
-    data = prepare_bakeoff(ci_fixture("images"), tmp_path / "work", samples=96)
-    loader = get_adapter("MosaicML Streaming").build(data, 32, workers, "pil")
-    for _ in range(2):   # re-iterable, each pass every sample once
-        assert sorted(i for b in loader for i in b["id"].tolist()) == list(range(96))
-    loader.close()   # stops its workers and removes the shared memory its dataset made
-    assert shm_since.left() == [], "shared memory left behind"
-    assert own_tmp.left() == [], "Mosaic's lock files left in the temp folder"
-
-
 @pytest.mark.slow
 def test_ray_data_reads_parquet_from_the_bucket(store):
     need("Ray Data")

@@ -14,11 +14,9 @@ from .gpu import (
     nvjpeg_decode,
     steady_rate,
 )
-from .packed import PackedImages, pack_images
 from .stages import stage_breakdown
 
 __all__ = [
-    "PackedImages",
     "available_decoders",
     "dali_decode_rate",
     "decode_jpeg",
@@ -27,7 +25,6 @@ __all__ = [
     "gpu_decode_rate",
     "make_augment",
     "nvjpeg_decode",
-    "pack_images",
     "stage_breakdown",
     "steady_rate",
 ]

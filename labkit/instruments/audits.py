@@ -1,4 +1,4 @@
-"""Exactly-once audit: which samples each rank and worker delivered (ch. 03-09, 11-15).
+"""Exactly-once audit: which samples each rank and worker delivered (ch. 03-09, 11-16).
 
 A loader that silently repeats or drops samples still trains, so the mistake hides. The
 audit makes it visible: give it the ids each source (a rank, a worker, ``rank1/worker0``)

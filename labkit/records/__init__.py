@@ -1,4 +1,4 @@
-"""Records: the checkpoint, the machine, reports, the decision table, labkit run (ch. 00, 11).
+"""Records: the checkpoint, the machine, reports, labkit run (ch. 00, 11).
 
 Its public names are reached as ``lk.records.NAME`` (``import labkit as lk``); its
 modules' other names are for labkit and tests: ``table.text_table`` renders every
@@ -8,13 +8,10 @@ fixed-width table labkit prints.
 from __future__ import annotations
 
 from .checkpoint import load_records, read_checkpoint, reference_figures
-from .decisions import decision_table, format_decision_table
 from .machine import environment, format_environment, versions
 
 __all__ = [
-    "decision_table",
     "environment",
-    "format_decision_table",
     "format_environment",
     "load_records",
     "read_checkpoint",

@@ -10,7 +10,6 @@ Run one with ``labkit bench NAME [--json]``.
 from __future__ import annotations
 
 from .benchmarks import (  # noqa: F401 - importing each registers it
-    bakeoff,
     decode,
     formats,
     gpu,

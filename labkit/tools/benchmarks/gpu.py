@@ -16,10 +16,11 @@ a real GPU's with ``labkit report records/ reference/<machine>``. Without CUDA i
   time alone on a batch already on the GPU (chapter 09).
 * **nvJPEG** batched decode against the fastest CPU decoder on one core, times the usable
   cores (chapter 10), on 512 px photo-like JPEGs.
-* **the capstone's pipeline** (chapter 16): JPEG decode + crop in workers feeding
-  :func:`~labkit.capstone.pipeline.image_train_step` on the GPU, naive (``num_workers=0``)
-  beside tuned (a worker per usable core, pinned, prefetched), and the tuned loader feeding
-  a step it can keep up with, where the goal (waiting at most 5 % of the loop) is judged.
+* **the capstone's pipeline** (chapter 16): JPEG decode + crop in workers feeding the
+  chapter's small CNN train step (:func:`image_train_step`) on the GPU, naive
+  (``num_workers=0``) beside tuned (a worker per usable core, pinned, prefetched), and the
+  tuned loader feeding a step it can keep up with, where the goal (waiting at most 5 % of
+  the loop) is judged.
 
 NVDEC (further/15b) is not here: PyPI's torchcodec is a CPU build, and its CUDA build comes
 only from PyTorch's own wheel index; ``lk.status("media_gpu")`` says so on the machine.
@@ -40,7 +41,6 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from ...capstone.pipeline import image_train_step
 from ...facilities import usable_cores
 from ...images.decode import decode_jpeg, fastest_decoder
 from ...images.gpu import gpu_decode_rate
@@ -56,6 +56,29 @@ from .registry import benchmark
 WAIT_GOAL = 0.05  # seed 000: "GPU util 95 %+"
 MIB = 2 ** 20
 DEV = "cuda"  # one name for the device, so a CPU-only smoke run can stand in for it
+
+
+def image_train_step(channels: int = 16, classes: int = 10, seed: int = 0, device: str = DEV):
+    """Chapter 16's train step (the copy its notebook types): a small CNN + SGD on
+    ``{"image": uint8 NCHW, "label"}`` batches; ``loss.item()`` waits for the device."""
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, channels, 4, stride=4), torch.nn.ReLU(),
+        torch.nn.Conv2d(channels, channels, 3, stride=2, padding=1), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+        torch.nn.Linear(channels, classes)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(batch) -> float:
+        x = batch["image"].to(device, non_blocking=True).float().div_(255).sub_(0.5)
+        loss = torch.nn.functional.cross_entropy(model(x), batch["label"].to(device))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    step.label = f"small CNN ({channels} channels) + SGD on {torch.device(device).type}"
+    return step
 
 
 def _spread(values: list[float]) -> dict:
