@@ -1,16 +1,11 @@
 """A per-batch timeline: who made each batch, when, and how long the loop waited (chapter 13).
 
-Every worker stamps each batch it makes (start, samples fetched, collated) and appends one
-line to its own file; the training loop stamps its waits and steps. Both use
-``time.perf_counter``, which on Linux is ``CLOCK_MONOTONIC``, one clock for the whole
-machine, so stamps taken in forked or spawned workers line up with the loop's.
-
-Only public torch API: the dataset is wrapped (``__getitems__`` sees a whole batch's
-indices; an IterableDataset's ``__iter__`` marks where its first batch starts), the collate
-function is wrapped, and ``get_worker_info()`` names the worker. A worker does not know the
-batch's index in the epoch; torch hands map-style batches to workers in turn (batch ``b``
-to worker ``b % num_workers``, the default ``in_order=True``), so the ``k``-th batch of
-worker ``w`` is batch ``k * num_workers + w``.
+Each worker stamps every batch it makes (start, samples fetched, collated) into a file of
+its own; the loop stamps its waits and steps. ``time.perf_counter`` is ``CLOCK_MONOTONIC``
+on Linux, one clock for the machine, so all the stamps line up. Public torch API only: the
+dataset and collate are wrapped, ``get_worker_info()`` names the worker, and torch hands
+map-style batches out in turn (``in_order=True``): worker ``w``'s ``k``-th batch is batch
+``k * num_workers + w``.
 """
 
 from __future__ import annotations
