@@ -24,9 +24,15 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import shutil
+import subprocess
+import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 from .errors import LabkitError
+from .facilities import ptrace_scope
 
 #: ``{name: check}``: every check ``status`` can run, filled by :func:`check` at import.
 _CHECKS: dict[str, Callable[..., tuple[bool, str]]] = {}
@@ -35,7 +41,6 @@ _CHECKS: dict[str, Callable[..., tuple[bool, str]]] = {}
 #: (``import labkit`` no longer imports every folder, issue 46).
 HOMES = {
     "cuda": "labkit.loading.prefetchers",
-    "pyspy": "labkit.profiling.sampling",
     "gpu_decode": "labkit.images.gpu",
     "kornia_gpu": "labkit.images.gpu",
     "dali": "labkit.images.gpu",
@@ -156,3 +161,44 @@ def _tfdata_status() -> tuple[bool, str]:
     return library_status("tensorflow-cpu", "tensorflow", label="tensorflow", load=False,
                           install="tf.data is the optional extra: pip install "
                                   "'labkit[tfdata]' (tensorflow-cpu, ~600 MB)")
+
+
+# -- chapter 13: py-spy samples a running worker from outside (ptrace / process_vm_readv):
+# the same user and ptrace_scope 0, or root, or CAP_SYS_PTRACE (Docker: --cap-add SYS_PTRACE);
+# the check tries it once on a child process ------------------------------------------------
+
+_pyspy_seen: dict = {}
+
+
+@check("pyspy")
+def _pyspy_status() -> tuple[bool, str]:
+    """``(True, version)`` if py-spy can sample a child process here, else ``(False, why)``."""
+    if "result" in _pyspy_seen:
+        return _pyspy_seen["result"]
+    here = Path(sys.executable).parent / "py-spy"  # a venv not activated
+    exe = shutil.which("py-spy") or (str(here) if here.exists() else None)
+    if exe is None:
+        result = (False, "py-spy is not installed (pip install py-spy)")
+    else:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        try:
+            time.sleep(0.3)
+            r = subprocess.run([exe, "dump", "--pid", str(child.pid)], capture_output=True,
+                               text=True, timeout=30)
+            if r.returncode == 0:
+                v = subprocess.run([exe, "--version"], capture_output=True, text=True)
+                result = (True, v.stdout.strip() or "py-spy")
+            else:
+                err = (r.stderr or r.stdout).strip().splitlines()
+                scope = ptrace_scope()
+                hint = f"; ptrace_scope is {scope}" if scope is not None else ""
+                result = (False, f"py-spy may not read other processes here: "
+                                 f"{err[-1] if err else 'exit ' + str(r.returncode)}{hint} "
+                                 "(needs ptrace: ptrace_scope 0, root, or CAP_SYS_PTRACE)")
+        except subprocess.TimeoutExpired:
+            result = (False, "py-spy did not answer within 30 s")
+        finally:
+            child.kill()
+            child.wait()
+    _pyspy_seen["result"] = result
+    return result

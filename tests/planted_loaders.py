@@ -61,7 +61,7 @@ def pad_and_stack(samples):
 
 
 def slow_read(num_workers: int = 0, prefetch_factor=None, persistent_workers: bool = False):
-    """Takes the knobs, so diagnose verifies by calling it with them."""
+    """Takes the knobs, as a learner's factory might."""
     kw = {} if num_workers == 0 else {"prefetch_factor": prefetch_factor,
                                       "persistent_workers": persistent_workers, "timeout": 60}
     return DataLoader(SlowRead(), batch_size=8, num_workers=num_workers, **kw)
@@ -80,7 +80,7 @@ def fast():
 
 
 def plain_batches():
-    """Not a DataLoader: a generator of batches (diagnose cannot apply knobs to it)."""
+    """Not a DataLoader: a generator of batches (diagnose calls the factory again)."""
     return (torch.full((8, 16), float(b)) for b in range(50) if not time.sleep(0.004))
 
 
@@ -107,26 +107,6 @@ def hangs_in_worker():
 
 def hangs_on_call():
     time.sleep(3600)
-
-
-class BigIndex(Dataset):
-    """A dataset object that is slow to pickle: 600k Python tuples built in __init__."""
-
-    def __init__(self):
-        self.index = [(i, str(i)) for i in range(600_000)]
-
-    def __len__(self):
-        return 400
-
-    def __getitem__(self, i):
-        time.sleep(0.001)
-        return torch.full((16,), float(self.index[i][0]))
-
-
-def heavy_pickle():
-    """A spawn worker, unpickling BigIndex at start-up."""
-    return DataLoader(BigIndex(), batch_size=8, num_workers=1, multiprocessing_context="spawn",
-                      timeout=60)
 
 
 def fast_with_workers():

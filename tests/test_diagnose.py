@@ -1,4 +1,4 @@
-"""``labkit diagnose`` and the profiling tools of chapter 13, on loaders with planted faults."""
+"""``labkit diagnose`` (chapter 13), on loaders with planted faults and bad factories."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import labkit as lk
-from labkit.profiling.advice import IN_PROCESS_RATIO
+from labkit.tools.diagnose import IN_PROCESS_RATIO
 
 PLANTED = Path(__file__).resolve().parent / "planted_loaders.py"
 
@@ -52,14 +52,12 @@ def test_planted_loader_bottleneck_is_named(factory, step_ms, hotspot):
     assert d["suggestion"]["why"]
 
 
-def test_slow_read_gets_more_workers_than_cores_and_is_verified():
+def test_slow_read_gets_more_workers_than_cores():
     d = diagnose_json("slow_read", "--step-ms", 4)
     assert d["cpu_share"] < 0.5  # sleeping, not computing
     assert d["suggestion"]["knobs"]["num_workers"] >= 3  # 16 ms batches for a 4 ms step
-    v = d["verified"]
-    assert v["done"] and "called the factory" in v["how"]
+    assert "ceil(1.2 x" in d["suggestion"]["why"]
     assert d["tensors_per_batch"] == 1 and d["samples_per_batch"] == 8
-    assert v["wait_fraction_after"] < v["wait_fraction_before"]
 
 
 def test_cpu_bound_decode_says_what_no_knob_fixes():
@@ -81,11 +79,10 @@ def test_step_slower_than_loader_is_step_bound():
     assert d["loader_batches_per_s"] > 3 * d["step_batches_per_s"]
 
 
-def test_not_a_dataloader_cannot_be_verified_and_says_so(tmp_path):
+def test_not_a_dataloader_is_diagnosed_too(tmp_path):
     d = diagnose_json("plain_batches", "--step-ms", 1)
-    assert d["num_workers"] is None
-    assert d["verified"]["done"] is False
-    assert d["verified"]["how"].startswith(("cannot", "nothing"))
+    assert d["num_workers"] is None and d["bound"] == "loader"
+    assert d["hotspots"] and d["loader_batches_per_s"] > 0
 
 
 def test_text_report_and_timeline(tmp_path):
@@ -94,7 +91,7 @@ def test_text_report_and_timeline(tmp_path):
                "--timeline", png)
     assert r.returncode == 0, r.stderr
     for field in ("bound:", "loader_batches_per_s:", "step_batches_per_s:", "wait_fraction:",
-                  "hotspots", "suggestion:", "verified:", "ceiling:"):
+                  "hotspots", "suggestion:", "ceiling:", "timeline:"):
         assert field in r.stdout
     assert png.read_bytes()[:4] == b"\x89PNG"
 
@@ -143,14 +140,6 @@ def test_without_a_step_the_loader_alone_is_measured():
     assert d["suggestion"]["knobs"] == {}
 
 
-def test_heavy_pickling_at_spawn_start_is_named():
-    d = diagnose_json("heavy_pickle", "--step-ms", 10, "--batches", 6)
-    assert d["first_batch_s"] > 1.0, d
-    startup = d["suggestion"].get("startup", "")
-    assert "spawn worker" in startup and "MB pickled" in startup, d
-    assert d["suggestion"]["knobs"].get("persistent_workers") is True, d
-
-
 def test_loading_in_process_is_suggested_when_workers_cost_more_than_they_give():
     d = diagnose_json("fast_with_workers", "--step-ms", 2)  # one process: ~30k batches/s
     if d["bound"] == "step":  # the hand-over can keep up on a quiet machine
@@ -160,13 +149,3 @@ def test_loading_in_process_is_suggested_when_workers_cost_more_than_they_give()
         pytest.skip(f"one process made only {one:,.0f} batches/s here, under {IN_PROCESS_RATIO}x "
                     f"the step's {step:,.0f} (a loaded machine): the rule does not apply")
     assert d["suggestion"]["knobs"] == {"num_workers": 0}, d["suggestion"]
-
-
-def test_workers_are_sampled_or_the_reason_given():
-    d = diagnose_json("fast_with_workers", "--step-ms", 2)
-    ok, why = lk.status("pyspy")
-    if ok:
-        assert d["worker_sampling"].startswith("py-spy") and d["worker_hotspots"]
-    else:
-        assert why in d["worker_sampling"] and d["worker_hotspots"] == []
-    assert lk.worker_processes() == []

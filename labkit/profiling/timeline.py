@@ -1,16 +1,11 @@
 """A per-batch timeline: who made each batch, when, and how long the loop waited (chapter 13).
 
-Every worker stamps each batch it makes (start, samples fetched, collated) and appends one
-line to its own file; the training loop stamps its waits and steps. Both use
-``time.perf_counter``, which on Linux is ``CLOCK_MONOTONIC``, one clock for the whole
-machine, so stamps taken in forked or spawned workers line up with the loop's.
-
-Only public torch API: the dataset is wrapped (``__getitems__`` sees a whole batch's
-indices; an IterableDataset's ``__iter__`` marks where its first batch starts), the collate
-function is wrapped, and ``get_worker_info()`` names the worker. A worker does not know the
-batch's index in the epoch; torch hands map-style batches to workers in turn (batch ``b``
-to worker ``b % num_workers``, the default ``in_order=True``), so the ``k``-th batch of
-worker ``w`` is batch ``k * num_workers + w``.
+Each worker stamps every batch it makes (start, samples fetched, collated) into a file of
+its own; the loop stamps its waits and steps. ``time.perf_counter`` is ``CLOCK_MONOTONIC``
+on Linux, one clock for the machine, so all the stamps line up. Public torch API only: the
+dataset and collate are wrapped, ``get_worker_info()`` names the worker, and torch hands
+map-style batches out in turn (``in_order=True``): worker ``w``'s ``k``-th batch is batch
+``k * num_workers + w``.
 """
 
 from __future__ import annotations
@@ -24,10 +19,10 @@ from itertools import islice
 
 from torch.utils.data import DataLoader, IterableDataset, default_collate, get_worker_info
 
+from ..display.figures import done, subplots
 from ..instruments.measurement import wait_fraction
 from ..instruments.meter import timed_steps
-from .lanes import draw_lanes
-from .rebuild import rebuild_loader
+from ..loading.loaders import WORKER_TIMEOUT_S
 
 clock = time.perf_counter
 # Per process (each worker has its own copy): when the batch being made started, and how
@@ -97,11 +92,32 @@ class _TimedCollate:
 
 
 def timed_loader(loader: DataLoader, log_dir: str, **knobs):
-    """A copy of ``loader`` whose workers stamp every batch into ``log_dir`` (see the module)."""
+    """A copy of ``loader`` whose workers stamp every batch into ``log_dir`` (see the module).
+
+    The copy keeps the batches (sampler, collate, start method); ``knobs`` may change
+    ``num_workers`` and ``persistent_workers``; with workers it never waits forever.
+    """
     ds = loader.dataset
     timed = _TimedIterable(ds) if isinstance(ds, IterableDataset) else _TimedMap(ds)
-    collate = _TimedCollate(loader.collate_fn or default_collate, log_dir)
-    return rebuild_loader(loader, dataset=timed, collate_fn=collate, **knobs)
+    nw = knobs.get("num_workers", loader.num_workers)
+    kw = dict(num_workers=nw, collate_fn=_TimedCollate(loader.collate_fn or default_collate,
+                                                       log_dir),
+              pin_memory=loader.pin_memory, worker_init_fn=loader.worker_init_fn,
+              generator=loader.generator, in_order=loader.in_order)
+    if nw > 0:  # torch: these only with workers
+        kw.update(timeout=max(loader.timeout, WORKER_TIMEOUT_S),
+                  multiprocessing_context=loader.multiprocessing_context,
+                  prefetch_factor=loader.prefetch_factor or 2,
+                  persistent_workers=knobs.get("persistent_workers", loader.persistent_workers))
+    if isinstance(ds, IterableDataset):
+        return DataLoader(timed, batch_size=loader.batch_size, drop_last=loader.drop_last, **kw)
+    if loader.batch_sampler is not None:  # batch_size= built one; or the learner passed it
+        return DataLoader(timed, batch_sampler=loader.batch_sampler, **kw)
+    return DataLoader(timed, batch_size=None, sampler=loader.sampler, **kw)
+
+
+#: The lanes' colours: a worker fetching samples, collating them; the loop waiting, stepping.
+COLORS = {"fetch": "#4C72B0", "collate": "#DD8452", "wait": "#C44E52", "step": "#55A868"}
 
 
 @dataclass
@@ -119,66 +135,53 @@ class Timeline:
     loop: list[dict] = field(default_factory=list)
 
     @property
-    def wait_s(self) -> float:
-        return sum(r["got"] - r["asked"] for r in self.loop[1:])
-
-    @property
-    def step_s(self) -> float:
-        return sum(r["done"] - r["got"] for r in self.loop[1:])
-
-    @property
     def wait_fraction(self) -> float:
         """Data-wait over loop time after the first batch (the meter's definition)."""
         if len(self.loop) < 2:
             return float("nan")
-        return wait_fraction(self.wait_s, self.loop[-1]["done"] - self.loop[0]["done"])
-
-    @property
-    def first_batch_s(self) -> float:
-        return self.loop[0]["got"] if self.loop else float("nan")
-
-    def worker_busy(self) -> dict[int, float]:
-        """Each worker's share of the pass spent making batches (fetch + collate)."""
-        span = self.loop[-1]["done"] if self.loop else float("nan")
-        busy: dict[int, float] = {}
-        for b in self.batches:
-            busy[b["worker"]] = busy.get(b["worker"], 0.0) + b["end"] - b["start"]
-        return {w: s / span for w, s in sorted(busy.items())}
-
-    def stage_s(self) -> dict[str, float]:
-        """Median seconds per batch in each worker stage (fetch: samples; collate)."""
-        import statistics
-
-        if not self.batches:
-            return {"fetch": float("nan"), "collate": float("nan")}
-        return {"fetch": statistics.median(b["fetched"] - b["start"] for b in self.batches),
-                "collate": statistics.median(b["end"] - b["fetched"] for b in self.batches)}
-
-    def handover_s(self) -> float:
-        """Median seconds from a batch being ready to the loop holding it: the hand-over.
-
-        ``got - max(end, asked)``: a batch that ended before the loop asked for it sat in
-        the queue until ``asked`` (queue time, not hand-over); one the loop was already
-        waiting for crossed from ``end``. Batches the loop never took are left out.
-        """
-        import statistics
-
-        ends = {b["batch"]: b["end"] for b in self.batches}
-        gaps = [r["got"] - max(ends[r["batch"]], r["asked"]) for r in self.loop
-                if r["batch"] in ends]
-        return statistics.median(gaps) if gaps else float("nan")
+        wait = sum(r["got"] - r["asked"] for r in self.loop[1:])
+        return wait_fraction(wait, self.loop[-1]["done"] - self.loop[0]["done"])
 
     def plot(self, ax=None, title: str | None = None):
-        """Lanes: one per worker (fetch, collate), and the loop (wait, step). Returns the figure."""
-        return draw_lanes(self, ax=ax, title=title)
+        """Lanes: one per worker (fetch, collate; batch numbers), the loop's (wait, step).
+
+        Gaps in a worker lane: its queue is full (the step is the bound); a loop lane
+        mostly red: the loop waits for data (the loader is). Returns the figure.
+        """
+        from matplotlib.patches import Patch
+
+        workers = sorted({b["worker"] for b in self.batches})
+        own = ax is None
+        if own:
+            fig, ax = subplots(figsize=(10, 1.2 + 0.45 * (len(workers) + 1)))
+        lane = {w: i + 1 for i, w in enumerate(workers)}
+        for b in self.batches:
+            y = (lane[b["worker"]] - 0.4, 0.8)
+            ax.broken_barh([(b["start"], b["fetched"] - b["start"])], y, color=COLORS["fetch"])
+            ax.broken_barh([(b["fetched"], b["end"] - b["fetched"])], y, color=COLORS["collate"])
+            if len(self.batches) <= 40:
+                ax.text((b["start"] + b["end"]) / 2, lane[b["worker"]], str(b["batch"]),
+                        ha="center", va="center", fontsize=7, color="white")
+        for r in self.loop:
+            ax.broken_barh([(r["asked"], r["got"] - r["asked"])], (-0.4, 0.8), color=COLORS["wait"])
+            ax.broken_barh([(r["got"], r["done"] - r["got"])], (-0.4, 0.8), color=COLORS["step"])
+        ax.set_yticks(range(len(workers) + 1), ["loop"] + [
+            "main process" if w < 0 else f"worker {w}" for w in workers])
+        ax.set_xlabel("seconds since iter(loader)")  # the blank start: workers starting
+        ax.set_xlim(left=0)
+        ax.set_title(title or f"{self.name}: waiting {self.wait_fraction:.0%} of the loop")
+        ax.legend(handles=[Patch(color=c, label=k) for k, c in COLORS.items()],
+                  loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+        return done(ax.figure) if own else ax.figure
 
 
 def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = None,
                     name: str | None = None, **knobs) -> Timeline:
     """Run one pass of a stamped copy of ``loader`` (with ``knobs`` applied) and collect it.
 
-    ``step`` is called with every batch (a train step, or :func:`lk.simulated_step`).
-    The copy's workers are stopped before returning.
+    ``step`` is called with every batch (a train step, or :func:`lk.simulated_step`);
+    ``knobs``: ``num_workers``, ``persistent_workers``. The copy's workers are stopped
+    before returning.
     """
     log_dir = tempfile.mkdtemp(prefix="labkit-timeline-")
     _state.update(start=None, seq=0)  # num_workers=0 stamps in this process; fork copies it
@@ -210,13 +213,8 @@ def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = 
 
 
 def close_log() -> None:
-    """Close the timeline file this process holds open, if any.
-
-    A stamped loader with ``num_workers=0`` (or a worker) keeps its file open between
-    batches; :func:`record_timeline` closes it itself. Call this after iterating a
-    :func:`timed_loader` yourself, before removing its ``log_dir``. A descriptor inherited
-    through ``fork()`` is left to the process that opened it.
-    """
+    """Close the timeline file this process holds open (after iterating a
+    :func:`timed_loader` yourself); one inherited through ``fork()`` is left alone."""
     key, fd = _state.pop("fd", (None, None))
     if fd is not None and key[0] == os.getpid():
         os.close(fd)

@@ -1,26 +1,238 @@
-"""``labkit diagnose MODULE:FACTORY``: ``lk.profiling.diagnose`` from the command line (ch. 13).
+"""``labkit diagnose MODULE:FACTORY``: what bounds your own loader, and a knob (chapter 13).
 
-It adds what the chapter folder cannot import: the ceiling the loader runs under and how far
-below it (its own work, or the hand-over that :mod:`labkit.ceilings` measures).
-
-The factory is imported by its module name (a file's folder goes on ``sys.path`` first), so
-spawn workers can import it too; the whole diagnosis runs under one wall-clock limit.
+Chapter 13's checklist as one command: the loader measured alone and against a simulated
+step, the bound, the data path's hotspot (cProfile in this process, ``num_workers=0``), a
+short verdict with chapter 09's worker arithmetic, and the roofline's ceiling. The factory
+is imported by module name (a file's folder goes on ``sys.path``), so spawn workers can
+import it too; one wall-clock limit covers it all, and its error names the phase.
 """
 
 from __future__ import annotations
 
+import cProfile
+import gc
 import importlib
+import math
 import os
+import pstats
+import signal
 import sys
+import threading
+import time
+from itertools import islice
 from pathlib import Path
-from typing import Any
 
 from ..ceilings import measure_ceilings
+from ..display.figures import agg_figure, png_bytes
 from ..facilities import usable_cores
-from ..profiling.checklist import DiagnoseLimit, diagnose
+from ..instruments.meter import measure, simulated_step
+from ..loading.loaders import worker_processes
+from ..loading.processes import stop_processes
+from ..profiling import record_timeline
 from ..profiling.diagnosis import DiagnoseError, Diagnosis
 
+LOADER_BOUND_WAIT = 0.25  # a loop waiting more than this share of its time: loader-bound
+STEP_BOUND_WAIT, STEP_BOUND_RATIO = 0.10, 1.5  # less, and the loader this much faster: step
+IN_PROCESS_RATIO = 10     # one process this many times the step: workers cost more than they give
+IO_CPU_SHARE = 0.5        # a data path less CPU than this (sleep, I/O) needs no core per worker
+#: Frames of the loader's machinery, not the learner's data path (collate is not among them).
+_MACHINERY = tuple(os.path.join(*p) for p in [
+    ("torch", "utils", "data", ""), ("torch", "_ops.py"), ("torch", "autograd", "profiler.py"),
+    ("labkit", "tools", "diagnose.py"), ("labkit", "loading", ""), ("cProfile",), ("pstats",)])
 
+
+class _Limit:
+    """A wall-clock limit (SIGALRM, main thread only); the error names the phase that overran."""
+
+    def __init__(self, seconds: float | None, target: str):
+        self.seconds, self.target, self.phase = seconds, target, "starting"
+
+    def __enter__(self):
+        self.armed = bool(self.seconds) and threading.current_thread() is threading.main_thread()
+        if self.armed:
+            self.old = signal.signal(signal.SIGALRM, self._fire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def _fire(self, *_):
+        raise DiagnoseError(f"{self.target}: {self.phase} did not finish within the "
+                            f"{self.seconds:g} s limit (a read, a lock or a worker that never "
+                            "returns?); its workers were stopped")
+
+    def __exit__(self, *exc):
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.old)
+
+
+def _hotspots(iterable, batches: int, top: int = 5) -> tuple[list, float]:
+    """cProfile over ``batches`` batches: functions by self time, a built-in's (``time.sleep``,
+    a C decoder) charged to the Python function that called it; and the CPU share."""
+    prof, wall, cpu = cProfile.Profile(), time.perf_counter(), time.process_time()
+    with prof:
+        for _ in islice(iterable, batches):
+            pass
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    own, via = {}, {}
+    for fn, (_cc, _nc, tt, _ct, callers) in pstats.Stats(prof).stats.items():
+        if not (fn[0] == "~" or fn[0].startswith("<")):
+            own[fn] = own.get(fn, 0.0) + tt
+            continue
+        edges = sum(v[2] for v in callers.values()) or 1.0
+        for caller, edge in callers.items():
+            own[caller] = own.get(caller, 0.0) + tt * edge[2] / edges
+            if tt * edge[2] / edges > via.get(caller, ("", 0.0))[1]:
+                via[caller] = (fn[2], tt * edge[2] / edges)
+    hs = [{"name": fn[2], "where": f"{fn[0]}:{fn[1]}", "share": round(s / wall, 4),
+           "via": via[fn][0] if fn in via and via[fn][1] > 0.5 * s else ""}
+          for fn, s in sorted(own.items(), key=lambda kv: -kv[1]) if s >= 0.01 * wall
+          and not (fn[0] == "~" or fn[0].startswith("<") or any(m in fn[0] for m in _MACHINERY))]
+    # on a busy machine CPU work gets less than a core: judge it by what a spin gets now
+    t, c = time.perf_counter(), time.process_time()
+    while time.perf_counter() - t < 0.2:
+        pass
+    avail = max(0.05, (time.process_time() - c) / (time.perf_counter() - t))
+    return hs[:top], min(1.0, cpu / wall / avail) if wall > 0 else None
+
+
+def _per_s(m) -> float:
+    """Batches/s of a measured pass, after its first batch (start-up is not the rate)."""
+    p = m.passes[0]
+    return p.batches / p.epoch_s if p.batches < 2 or p.steady_s <= 0 else (
+        (p.batches - 1) / p.steady_s)
+
+
+def _verdict(bound, loader_bps, one, step_bps, cpu_share, hs, cores, nw) -> dict:
+    """``{"knobs", "why"}``: chapter 09's arithmetic (workers = ceil(1.2 x step / one))."""
+    top = (f"the data path's top hotspot is {hs[0]['name']} ({hs[0]['where']}, "
+           f"{hs[0]['share']:.0%} of its time)") if hs else "no hotspot stands out"
+    if step_bps is None:
+        return {"knobs": {}, "why": f"no step given (--step-ms): a loader is only too slow for "
+                f"a step. One process makes {one:,.1f} batches/s, this loader "
+                f"{loader_bps:,.1f}; {top}"}
+    if bound == "step":
+        return {"knobs": {}, "why": f"the loader makes {loader_bps:,.1f} batches/s, "
+                f"{loader_bps / step_bps:.1f}x what the step takes ({step_bps:,.1f}/s): the "
+                "step is the bound, no loader knob speeds this loop up; profile the step"}
+    if nw and one >= IN_PROCESS_RATIO * step_bps:
+        return {"knobs": {"num_workers": 0}, "why": f"one process makes {one:,.0f} batches/s, "
+                f"{one / step_bps:,.0f}x the step's {step_bps:,.1f}: loading in the loop costs "
+                f"{1e3 / one:.2f} ms a batch, less than the workers' hand-over; {top}"}
+    need = math.ceil(1.2 * step_bps / one)
+    io = cpu_share is not None and cpu_share < IO_CPU_SHARE
+    cap = 4 * cores if io else cores  # waiting work (sleep, I/O) needs no core per worker
+    how = (f"one process makes {one:,.1f} batches/s, the step takes {step_bps:,.1f}/s: "
+           f"ceil(1.2 x {step_bps:,.1f} / {one:,.1f}) = {need} workers; the data path is "
+           f"{cpu_share:.0%} CPU" + (f" (waiting: workers beyond the {cores} cores help, up "
+                                     f"to {cap})" if io else f" (one worker per core, {cores})"))
+    if need > cap:
+        return {"knobs": {"num_workers": cap} if nw is None or cap > nw else {},
+                "why": f"{how}. No knob fixes this on {cores} cores: {top}; make that cheaper "
+                "(or move it off the data path)"}
+    if nw is not None and nw >= need:
+        return {"knobs": {}, "why": f"{how}; it has {nw} already, yet it waits: the hand-over "
+                f"to the main process or a start-up cost is the bound, not a knob; {top}"}
+    return {"knobs": {"num_workers": need}, "why": f"{how}; {top}"}
+
+
+def diagnose(factory, *, step_ms: float | None = None, batches: int = 40, timeline=None,
+             time_limit_s: float | None = 120, target: str | None = None) -> Diagnosis:
+    """Diagnose the loader ``factory()`` returns (a DataLoader or any iterable of batches).
+
+    ``step_ms``: the step to feed, simulated as a sleep (a GPU step the CPU waits on); None:
+    the loader alone. ``timeline``: draw a per-batch timeline PNG there (DataLoaders only).
+    """
+    from torch.utils.data import DataLoader, IterableDataset
+
+    target = target or getattr(factory, "__qualname__", repr(factory))
+    if batches < 2:
+        raise DiagnoseError(f"batches must be at least 2 (a rate needs two), not {batches}")
+    if step_ms is not None and not step_ms > 0:
+        raise DiagnoseError(f"the step must take a positive time in ms, not {step_ms}")
+    before, cores = {p.pid for p in worker_processes()}, usable_cores()
+    obj = src = inproc = None  # the loaders built here (see the finally below)
+    limit = _Limit(time_limit_s, target)
+    try:
+        with limit:
+            limit.phase = f"calling {target}()"
+            try:
+                obj = factory()
+            except DiagnoseError:
+                raise
+            except Exception as e:
+                raise DiagnoseError(f"{target}() raised {type(e).__name__}: {e}") from e
+            if not hasattr(obj, "__iter__"):
+                raise DiagnoseError(f"{target}() returned a {type(obj).__name__}, not a "
+                                    "DataLoader or other iterable of batches")
+            is_dl = isinstance(obj, DataLoader)
+            src = obj if is_dl else factory  # a generator can be iterated only once
+
+            def run(what, loader, step=None):
+                limit.phase = what
+                try:
+                    return measure(loader, repeats=1, warmup=0, max_batches=batches, step=step)
+                except ValueError as e:
+                    if "no batch" in str(e):
+                        raise DiagnoseError(f"{target}(): the loader yielded no batches "
+                                            f"({what})") from e
+                    raise
+
+            alone = run("measuring the loader alone", src)
+            step = simulated_step(step_ms, "sleep") if step_ms else None
+            step_bps = 1e3 / step_ms if step_ms else None
+            wait = run(f"measuring the loader against a {step_ms:g} ms step", src,
+                       step).wait_fraction if step else None
+            loader_bps = _per_s(alone)
+            if step_bps is None or wait is None or wait > LOADER_BOUND_WAIT:
+                bound = "loader"  # a loop that only loads is bound by its loader
+            elif wait < STEP_BOUND_WAIT and loader_bps >= STEP_BOUND_RATIO * step_bps:
+                bound = "step"
+            else:
+                bound = "balanced"
+            limit.phase = "profiling the data path in this process"
+            # the same dataset, batches and collate in this process, where cProfile sees it
+            inproc = factory() if not is_dl else DataLoader(
+                obj.dataset, batch_size=obj.batch_size, drop_last=obj.drop_last,
+                collate_fn=obj.collate_fn) if isinstance(obj.dataset, IterableDataset) else (
+                DataLoader(obj.dataset, batch_sampler=obj.batch_sampler, collate_fn=obj.collate_fn)
+                if obj.batch_sampler is not None else DataLoader(
+                    obj.dataset, batch_size=None, sampler=obj.sampler, collate_fn=obj.collate_fn))
+            hs, cpu_share = _hotspots(iter(inproc), max(2, min(batches, 20)))
+            one = _per_s(run("measuring one process (num_workers=0)", inproc)) if is_dl \
+                else loader_bps
+            nw = obj.num_workers if is_dl else None
+            suggestion = _verdict(bound, loader_bps, one, step_bps, cpu_share, hs, cores, nw)
+            tl = None
+            if timeline is not None:
+                limit.phase = "recording the timeline"
+                tl = _timeline(obj, step, batches, timeline, target)
+    finally:
+        # drop every reference to the loaders built here: torch stops their workers;
+        # whatever still runs after that is stopped by force
+        obj = src = inproc = None  # noqa: F841
+        stop_processes([p for p in worker_processes() if p.pid not in before])
+        gc.collect()  # spawn/forkserver queues keep named semaphores until collected
+    return Diagnosis(
+        target=target, bound=bound, loader_batches_per_s=loader_bps, step_batches_per_s=step_bps,
+        wait_fraction=wait, num_workers=nw, one_process_batches_per_s=one, cpu_share=cpu_share,
+        first_batch_s=alone.first_batch_s, hotspots=hs, suggestion=suggestion, timeline=tl,
+        samples_per_batch=alone.passes[0].samples / alone.passes[0].batches,
+        tensors_per_batch=alone.tensors_per_batch,
+        bytes_per_sample=alone.bytes_per_s / alone.samples_per_s if alone.samples_per_s else None)
+
+
+def _timeline(obj, step, batches, path, target) -> str:
+    from torch.utils.data import DataLoader
+
+    if not isinstance(obj, DataLoader):
+        return f"not drawn: {target}() returns a {type(obj).__name__}, not a DataLoader"
+    tl = record_timeline(obj, step=step, max_batches=min(batches, 40), name=target)
+    fig = agg_figure(figsize=(10, 1.2 + 0.45 * (len({b["worker"] for b in tl.batches}) + 1)))
+    tl.plot(ax=fig.add_subplot())
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_bytes(png_bytes(fig, dpi=100))
+    return str(path)
 def load_factory(spec: str):
     """``"module:function"`` or ``"path/to/file.py:function"`` -> the function."""
     module, sep, attr = spec.rpartition(":")
@@ -52,10 +264,10 @@ def load_factory(spec: str):
     return fn
 
 
-def run_diagnose(spec: str, *, roofline: bool = True, **kw: Any) -> Diagnosis:
+def run_diagnose(spec: str, *, roofline: bool = True, **kw) -> Diagnosis:
     """:func:`diagnose` on ``"module:factory"`` (what ``labkit diagnose`` runs), then, with
     ``roofline``, the ceiling the loader runs under (:func:`place_loader`)."""
-    limit = DiagnoseLimit(kw.get("time_limit_s", 120), spec)
+    limit = _Limit(kw.get("time_limit_s", 120), spec)
     with limit:
         limit.phase = f"importing {spec.rpartition(':')[0]!r}"
         factory = load_factory(spec)
