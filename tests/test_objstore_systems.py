@@ -18,18 +18,90 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.objstore import systems
+from labkit.objstore.leftovers import start_ray
 
 ROWS = np.hstack([np.arange(512, dtype=np.float32)[:, None],
                   np.random.default_rng(1).random((512, 31), dtype=np.float32)])
+CHECKS = {"MosaicML Streaming": "mosaicml_streaming", "LitData": "litdata",
+          "Ray Data": "ray_data"}
+CREDS = {"AWS_ACCESS_KEY_ID": "labkit", "AWS_SECRET_ACCESS_KEY": "labkit-secret",
+         "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 def need(name: str) -> None:
-    ok, why = systems.probe_system(name)
+    ok, why = lk.status(CHECKS[name])
     if not ok:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{name} must run in CI: {why}")
         pytest.skip(why)
+
+
+def ids_of(batches) -> list[int]:
+    return [int(i) for b in batches for i in b["id"]]
+
+
+def epoch_and_resume(make, half: int) -> tuple[list[int], list[int]]:
+    """One epoch's ids; then a fresh loader stopped after ``half`` batches, its state given
+    to another fresh one: the ids of that interrupted-and-resumed epoch (chapter 14b's run)."""
+    ids = ids_of(make(0, None))
+    dl = make(1, None)
+    it = iter(dl)
+    head = [int(i) for _ in range(half) for i in next(it)["id"]]
+    state = dl.state_dict()
+    for _ in it:   # Mosaic's download threads end while the credentials are set
+        pass
+    return ids, head + ids_of(make(2, state))
+
+
+def run_mosaic(store, work):
+    from labkit.objstore.systems import import_streaming
+
+    import_streaming()
+    from streaming import MDSWriter, StreamingDataLoader, StreamingDataset
+
+    with MDSWriter(out=str(work / "mds"), columns={"id": "int64", "row": "bytes"},
+                   size_limit=1 << 20) as w:
+        for r in ROWS:
+            w.write({"id": int(r[0]), "row": r.tobytes()})
+    store.put_files("mosaic", sorted((work / "mds").rglob("*")), prefix="mds", root=work / "mds")
+    with lk.objstore.cleanup("mosaic", S3_ENDPOINT_URL=store.endpoint_url, **CREDS) as shm:
+
+        def make(n, state):
+            ds = StreamingDataset(remote="s3://mosaic/mds", local=str(work / f"cache-{n}"),
+                                  shuffle=True, shuffle_seed=7, batch_size=64)
+            dl = StreamingDataLoader(shm.track(ds), batch_size=64, num_workers=0)
+            if state is not None:
+                dl.load_state_dict(state)
+            return dl
+
+        return epoch_and_resume(make, 4)
+
+
+def _litdata_item(row):
+    return {"id": int(row[0]), "row": np.asarray(row, dtype=np.float32)}
+
+
+def run_litdata(store, work):
+    import litdata as ld
+
+    out = work / "litdata"
+    with lk.objstore.cleanup("litdata"):
+        ld.optimize(fn=_litdata_item, inputs=list(ROWS), output_dir=str(out), chunk_bytes="1MB",
+                    num_workers=1, mode="overwrite")
+    store.put_files("litdata", sorted(p for p in out.rglob("*") if p.is_file()), prefix="opt",
+                    root=out)
+    opts = {"endpoint_url": store.endpoint_url, "aws_access_key_id": "labkit",
+            "aws_secret_access_key": "labkit-secret", "region_name": "us-east-1"}
+
+    def make(n, state):
+        ds = ld.StreamingDataset("s3://litdata/opt", cache_dir=str(work / f"cache-{min(n, 1)}"),
+                                 shuffle=True, seed=7, storage_options=opts)
+        dl = ld.StreamingDataLoader(ds, batch_size=64, num_workers=0)
+        if state is not None:
+            dl.load_state_dict(state)
+        return dl
+
+    return epoch_and_resume(make, 4)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +129,7 @@ print("STAND-IN-WORKS", s.__version__, "LEFT", left, importlib.util.find_spec("t
 def test_the_torchvision_stand_in_is_still_needed_and_still_works():
     """The workaround's reason: a plain ``import streaming`` fails on torchvision. When
     upstream makes torchvision optional (or a torchvision that imports is installed here),
-    this fails: then drop the stand-in (objstore_systems.import_streaming). It also fails
+    this fails: then drop the stand-in (labkit/objstore/systems.py:import_streaming). It also fails
     when the stand-in stops getting ``import streaming`` through, or leaves torchvision in
     ``sys.modules`` (kornia, albumentations and datasets would find it)."""
     need("MosaicML Streaming")
@@ -76,13 +148,15 @@ def test_system_streams_from_the_bucket_exactly_once_and_resumes(name, store, tm
     need(name)
     method = multiprocessing.get_start_method(allow_none=True)
     on_interrupt = signal.getsignal(signal.SIGINT)
-    run = systems.run_objectstore_system(name, store, ROWS, tmp_path / "work")
+    work = tmp_path / "work"
+    work.mkdir()
+    ids, resumed = (run_mosaic if name == "MosaicML Streaming" else run_litdata)(store, work)
     # litdata.optimize() sets spawn and a SIGINT handler for the whole process; the kit puts
     # both back (its handler would end this process, exit status 0, on the next SIGINT)
     assert multiprocessing.get_start_method(allow_none=True) == method
     assert signal.getsignal(signal.SIGINT) is on_interrupt
-    assert run.samples == len(ROWS) and run.exactly_once and run.resume_exact, run
-    assert run.samples_per_s > 0 and run.first_batch_s > 0
+    assert sorted(ids) == list(range(len(ROWS))), "not every sample exactly once"
+    assert resumed == ids, "the resumed epoch differs from the uninterrupted one"
     assert shm_since.left() == [], "shared memory left behind"
     # Mosaic's two lock files per run, LitData's chunks/ and data/ staging folders
     assert own_tmp.left() == [], "left in the temp folder"
@@ -99,17 +173,14 @@ def test_ray_data_reads_parquet_from_the_bucket(store):
     pq.write_table(pa.table({"id": ROWS[:, 0].astype(np.int64), "row": list(ROWS)}),
                    "tables/rows.parquet", filesystem=store.arrow_filesystem())
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    run = systems.run_objectstore_system("Ray Data", store, ROWS, ".",
-                                         parquet_key="tables/rows.parquet")
-    assert run.samples == len(ROWS) and run.exactly_once and not run.resume_exact
+    with lk.objstore.cleanup("ray", num_cpus=1) as ray:
+        ds = ray.data.read_parquet("s3://tables/rows.parquet",
+                                   filesystem=store.arrow_filesystem())
+        ids = ids_of(ds.iter_torch_batches(batch_size=64))
+    assert sorted(ids) == list(range(len(ROWS)))
     left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before
             and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not left, f"ray left processes behind: {[p.name() for p in left]}"
-
-
-def test_unknown_system_is_named():
-    with pytest.raises(KeyError, match="no object-store system 'Petastorm'"):
-        systems.run_objectstore_system("Petastorm", None, ROWS, ".")
 
 
 class _SlowRay:
@@ -132,9 +203,15 @@ class _SlowRay:
         self.shutdowns += 1
 
 
+def test_cleanup_names_the_systems_it_knows():
+    with pytest.raises(ValueError, match="'mosaic', 'litdata' or 'ray'"), \
+            lk.objstore.cleanup("petastorm"):
+        pass
+
+
 def test_a_slow_ray_start_is_stopped_and_tried_once_more():
     ray = _SlowRay(failures=1)
-    systems.start_ray(ray, num_cpus=1)
+    start_ray(ray, num_cpus=1)
     assert ray.inits == 2 and ray.shutdowns == 1
     assert ray.children[0].wait(timeout=5) is not None   # the failed start's process stopped
 
@@ -142,7 +219,7 @@ def test_a_slow_ray_start_is_stopped_and_tried_once_more():
 def test_a_ray_start_that_keeps_failing_raises_and_leaves_nothing():
     ray = _SlowRay(failures=5)
     with pytest.raises(Exception, match="timed out during startup"):
-        systems.start_ray(ray, num_cpus=1)
+        start_ray(ray, num_cpus=1)
     assert ray.inits == 2
     assert all(p.wait(timeout=5) is not None for p in ray.children)
 
@@ -150,6 +227,6 @@ def test_a_ray_start_that_keeps_failing_raises_and_leaves_nothing():
 def test_another_ray_start_error_is_not_retried():
     ray = _SlowRay(failures=1, message="num_cpus must be positive")
     with pytest.raises(Exception, match="num_cpus"):
-        systems.start_ray(ray, num_cpus=1)
+        start_ray(ray, num_cpus=1)
     assert ray.inits == 1
     assert ray.children[0].wait(timeout=5) is not None

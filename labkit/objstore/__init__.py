@@ -1,34 +1,14 @@
-"""Object stores (chapter 14): the loopback S3 store, its fault layer, shards in a bucket, systems.
+"""Object stores (chapter 14): the loopback S3 store behind its fault layer.
 
-A chapter folder: it imports the spine, never the tools. Its public names are
-reached as ``lk.objstore.NAME``.
+The stream over S3, the shard-size model and the systems' runs are typed in chapters 14 and
+14b; ``systems`` registers ``lk.status`` checks for MosaicML Streaming, LitData, Ray Data,
+``cleanup`` removes what they leave behind.
 """
 
 from __future__ import annotations
 
-from .s3shards import (
-    S3ShardStream,
-    ShardCache,
-    ShardSet,
-    shard_bytes_for,
-    shard_efficiency,
-    timed_gets,
-    write_s3_shards,
-)
-from .shardplot import plot_shard_sizes
+from . import systems  # noqa: F401 - registers the lk.status checks
+from .leftovers import cleanup
 from .store import s3_store
-from .systems import objectstore_systems, run_objectstore_system
 
-__all__ = [
-    "S3ShardStream",
-    "ShardCache",
-    "ShardSet",
-    "objectstore_systems",
-    "plot_shard_sizes",
-    "run_objectstore_system",
-    "s3_store",
-    "shard_bytes_for",
-    "shard_efficiency",
-    "timed_gets",
-    "write_s3_shards",
-]
+__all__ = ["cleanup", "s3_store"]

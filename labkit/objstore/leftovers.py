@@ -1,11 +1,10 @@
 """Cleaning up after MosaicML Streaming, LitData and Ray (chapters 14, 16).
 
 Each library is used as its docs say; what it leaves behind or changes is removed or put
-back here, once, for chapter 14's runs on the bucket (``objstore/systems.py``) and the
-bake-off's rows (chapter 16), so a kernel or a test session ends as it began: Mosaic's
-shared memory and lock files (:class:`MosaicShm`), LitData's staging folders, start method
-and SIGINT handler (:func:`litdata_optimize`), the processes of a Ray start that failed
-(:func:`start_ray`).
+back here, for 14b's runs (:func:`cleanup`) and the bake-off's rows (chapter 16), so a
+kernel or a test session ends as it began: Mosaic's shared memory and lock files
+(:class:`MosaicShm`), LitData's staging folders, start method and SIGINT handler, the
+processes of a Ray start that failed (:func:`start_ray`).
 """
 
 from __future__ import annotations
@@ -48,17 +47,11 @@ class MosaicShm:
     """The shared-memory blocks and lock files of the MosaicML Streaming datasets passed to
     :meth:`track`, removed by :meth:`release`.
 
-    Mosaic names everything a dataset shares with a prefix (``000003_barrier``, ...) and
-    unlinks its blocks only at interpreter exit (atexit; a later unlink of a gone block is
-    ignored there), so a notebook or test session would keep every run's blocks in /dev/shm
-    until it ends. Its two lock files per prefix (``000003_barrier_filelock`` and
-    ``000003_cache_filelock`` in the temp folder) it never removes, and the next run skips a
-    prefix whose lock file exists: /tmp gained two files per run, for good. Chapter 14's
-    runner and the bake-off's Mosaic row release both as soon as the run is over.
-
-    A dataset's prefix is the one whose ``_locals`` block names its folder (Mosaic refuses two
-    live datasets on one folder, and blanks the block when the dataset goes), so another
-    kernel's or test worker's Mosaic run at the same moment keeps its own.
+    Mosaic unlinks its blocks only at interpreter exit and never removes its two lock files
+    per prefix (``000003_barrier_filelock``, ``000003_cache_filelock`` in the temp folder),
+    and the next run skips a prefix whose lock file exists: /dev/shm and /tmp would grow with
+    every run. A dataset's prefix is the one whose ``_locals`` block names its folder, so
+    another process's Mosaic run at the same moment keeps its own.
     """
 
     _SHM = Path("/dev/shm")
@@ -93,35 +86,42 @@ class MosaicShm:
         self.prefixes.clear()
 
 
-def litdata_optimize(fn, items: list, folder: Path, chunk_bytes: str) -> Path:
-    """``litdata.optimize(fn, items)`` into ``folder`` in one worker, leaving nothing else
-    changed (chapters 14 and 16 write their LitData chunks this way).
+@contextmanager
+def _litdata_contained():
+    """``litdata.optimize`` inside the block leaves nothing else changed.
 
     Left to itself, optimize() prints a progress log, sets the process-wide start method to
     spawn for good (every later DataLoader in the kernel would spawn its workers), installs a
     SIGINT handler for good (a later Ctrl-C or Jupyter interrupt then ends the whole process
-    with exit status 0 instead of raising KeyboardInterrupt), and stages
-    its work in ``<temp>/chunks`` and ``<temp>/data``, two folders it leaves behind; here
-    the log is kept quiet, the start method and the SIGINT handler put back and the staging
-    folders (its ``DATA_OPTIMIZER_CACHE_FOLDER`` and ``DATA_OPTIMIZER_DATA_CACHE_FOLDER``)
-    made in a temporary folder that goes when it returns.
+    with exit status 0 instead of raising KeyboardInterrupt), and stages its work in
+    ``<temp>/chunks`` and ``<temp>/data``, two folders it leaves behind; here the log is kept
+    quiet, the start method and the SIGINT handler put back and the staging folders (its
+    ``DATA_OPTIMIZER_CACHE_FOLDER`` and ``DATA_OPTIMIZER_DATA_CACHE_FOLDER``) made in a
+    temporary folder that goes after the block.
     """
-    import litdata
-
     method = multiprocessing.get_start_method(allow_none=True)
     on_interrupt = signal.getsignal(signal.SIGINT)
     with tempfile.TemporaryDirectory(prefix="labkit-litdata-") as stage, \
             scoped_env(DATA_OPTIMIZER_CACHE_FOLDER=os.path.join(stage, "chunks"),
-                 DATA_OPTIMIZER_DATA_CACHE_FOLDER=os.path.join(stage, "data")), \
+                       DATA_OPTIMIZER_DATA_CACHE_FOLDER=os.path.join(stage, "data")), \
             redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()), \
             warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            litdata.optimize(fn=fn, inputs=items, output_dir=str(folder),
-                             chunk_bytes=chunk_bytes, num_workers=1, mode="overwrite")
+            yield
         finally:
             multiprocessing.set_start_method(method, force=True)
             signal.signal(signal.SIGINT, on_interrupt)
+
+
+def litdata_optimize(fn, items: list, folder: Path, chunk_bytes: str) -> Path:
+    """``litdata.optimize(fn, items)`` into ``folder`` in one worker, leaving nothing else
+    changed (the bake-off writes its LitData chunks this way, chapter 16)."""
+    import litdata
+
+    with _litdata_contained():
+        litdata.optimize(fn=fn, inputs=items, output_dir=str(folder), chunk_bytes=chunk_bytes,
+                         num_workers=1, mode="overwrite")
     return folder
 
 
@@ -136,7 +136,6 @@ def start_ray(ray, num_cpus: int, tries: int = 2) -> None:
     """
     import psutil
 
-
     me = psutil.Process()
     for attempt in range(1, tries + 1):
         before = {p.pid for p in me.children(recursive=True)}
@@ -149,3 +148,37 @@ def start_ray(ray, num_cpus: int, tries: int = 2) -> None:
             stop_processes([p for p in me.children(recursive=True) if p.pid not in before])
             if attempt == tries or "timed out during startup" not in str(e):
                 raise
+
+
+@contextmanager
+def cleanup(system: str, **options):
+    """What MosaicML Streaming, LitData or Ray leave behind, cleaned up after the block
+    (chapter 14b types each system's run inside it).
+
+    ``"mosaic"``: ``options`` are environment variables set inside the block only (the
+    store's endpoint and credentials); yields a :class:`MosaicShm` (``track`` each dataset),
+    released after. ``"litdata"``: ``litdata.optimize`` inside the block leaves the start
+    method, the SIGINT handler and the temp folder as they were. ``"ray"``: Ray started for
+    one local node (``num_cpus``, default 1) as :func:`start_ray` does, shut down after;
+    yields ``ray``.
+    """
+    if system == "mosaic":
+        shm = MosaicShm()
+        with scoped_env(**options):
+            try:
+                yield shm
+            finally:
+                shm.release()
+    elif system == "litdata":
+        with _litdata_contained():
+            yield
+    elif system == "ray":
+        import ray
+
+        start_ray(ray, options.get("num_cpus", 1))
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
+    else:
+        raise ValueError(f"cleanup({system!r}): 'mosaic', 'litdata' or 'ray'")

@@ -1,15 +1,12 @@
 """The fault and latency layer in front of the loopback S3 store (chapter 14).
 
-:class:`FaultProxy` listens on ``127.0.0.1`` and forwards every request, unchanged, to the S3
-server behind it (moto's, see :mod:`labkit.objstore.store`), then delays, paces or breaks
-the answer the way a far, busy object store does: ``latency_s`` before the first byte,
-``bandwidth`` bytes/s per connection, and the :class:`~labkit.remote.server.Fault` s of
-``lk.remote.serve`` (chapter 06) spoken in S3's dialect: a ``status`` fault answers S3's XML error
-(503 ``SlowDown``, 500 ``InternalError``), ``drop`` resets the connection mid-object (a TCP
-RST after ``after_bytes``), ``stall`` holds the first byte past the client's read timeout. It
-also checks the access key id, which moto's server does not, so wrong credentials get S3's
-403 ``InvalidAccessKeyId``. Every request is logged (:class:`~labkit.remote.server.Request`,
-path ``bucket/key``).
+:class:`FaultProxy` listens on ``127.0.0.1`` and forwards every request, unchanged, to moto's
+S3 server, then delays, paces or breaks the answer the way a far, busy object store does:
+``latency_s`` before the first byte, ``bandwidth`` bytes/s per connection, and
+``lk.remote.serve``'s :class:`~labkit.remote.server.Fault` s in S3's dialect: a ``status``
+fault answers S3's XML error naming bucket and key (503 ``SlowDown``, 500), ``drop`` resets
+the connection mid-object, ``stall`` holds the first byte. It also checks the access key id
+(moto does not): wrong credentials get 403 ``InvalidAccessKeyId``. Every request is logged.
 """
 
 from __future__ import annotations
@@ -45,12 +42,7 @@ def s3_error_xml(code: str, path: str, message: str | None = None) -> bytes:
 
 
 class FaultProxy(LoopbackService):
-    """A running proxy; settings can change while it runs (the dashboard does).
-
-    Attributes:
-        url: ``http://127.0.0.1:PORT``, the endpoint clients are given.
-        latency_s, bandwidth, faults: the current settings (see :meth:`configure`).
-    """
+    """A running proxy at ``url``; its settings can change while it runs (:meth:`configure`)."""
 
     def __init__(self, upstream: tuple[str, int], *, latency_s: float = 0.0,
                  bandwidth: float | None = None, faults=(), access_key: str | None = None,
