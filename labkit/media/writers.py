@@ -1,11 +1,9 @@
 """The media fixtures' writers: H.264 videos and audio files, plus WebDataset shards (ch. 15).
 
-Registered in :data:`labkit.data.writers.WRITERS` as kinds ``video`` and ``audio``. Videos
-are encoded with PyAV (its wheels carry their own FFmpeg with libx264, so generating them
-needs no system FFmpeg): one encoder thread and fixed x264 settings, so the bytes are the
-same for the same PyAV/x264 build (``portable = False``: another build may differ; the
-frames' content never does). Every video is also packed, one mp4 per sample, into tar
-shards named like WebDataset's, so the clip stream reads either layout.
+Registered as kinds ``video`` and ``audio``. Videos are encoded with PyAV (its wheels carry
+FFmpeg with libx264: no system FFmpeg needed), one thread, fixed x264 settings: the same
+bytes for the same PyAV/x264 build (``portable = False``). Every file is also packed into
+WebDataset-style tar shards (one file and a ``.json`` per sample).
 """
 
 from __future__ import annotations
