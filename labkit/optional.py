@@ -50,6 +50,9 @@ HOMES = {
     "pyav": "labkit.media.backends",
     "spdl": "labkit.media.backends",
     "media_gpu": "labkit.media.backends",
+    "mosaicml_streaming": "labkit.objstore.systems",
+    "litdata": "labkit.objstore.systems",
+    "ray_data": "labkit.objstore.systems",
 }
 
 

@@ -10,11 +10,11 @@ import pytest
 import labkit as lk
 from labkit.optional import _CHECKS, check, library_status, library_version
 
-#: Every check a chapter, the tests or the doctor asks for, each registered where its library
-#: is used; ``import labkit`` imports every module that registers one.
+#: Every check a chapter, the tests or the doctor asks for: in labkit/optional.py, or
+#: registered where its library is used (optional.HOMES names the module).
 CHECKS = ["array_record", "cuda", "dali", "ffmpeg", "gpu_decode", "kornia_gpu", "lance",
-          "media_gpu", "pyav", "pyspy", "safetensors", "spdl", "tfdata", "torchcodec",
-          "torchvision"]
+          "litdata", "media_gpu", "mosaicml_streaming", "pyav", "pyspy", "ray_data",
+          "safetensors", "spdl", "tfdata", "torchcodec", "torchvision"]
 
 
 def _package(tmp_path, monkeypatch, name: str, body: str) -> None:
@@ -64,8 +64,14 @@ def test_a_custom_importer_is_used_for_loading():
     assert ok and seen == ["numpy.linalg"]
 
 
-def test_every_check_is_registered_by_import_labkit_alone():
-    assert sorted(_CHECKS) == CHECKS
+def test_every_check_is_known_to_lk_status():
+    """In labkit/optional.py, or in the module HOMES names (imported when first asked for)."""
+    from labkit.optional import HOMES
+
+    assert sorted({*_CHECKS, *HOMES}) == CHECKS
+    for name, module in HOMES.items():
+        lk.status(name)   # imports its module
+        assert name in _CHECKS, (name, module)
 
 
 @pytest.mark.parametrize("name", [n for n in CHECKS if n != "pyspy"])  # pyspy starts a child

@@ -1,4 +1,4 @@
-"""Damaged copies of fixture files, for the "what goes wrong" sections (ch. 02, 05-07, 10, 12, 16).
+"""Damaged copies of fixture files, for "what goes wrong" (ch. 02, 05-07, 10, 12, 14-16).
 
 The cached fixtures are never touched: :func:`damaged_copy` copies a file (or a fixture
 folder) somewhere else and damages the copy in one of the ways real data breaks: cut short

@@ -1,12 +1,8 @@
 """Which media decoders can run here, and why not: FFmpeg, torchcodec, PyAV, SPDL, GPU (ch. 15).
 
-torchcodec loads the system's FFmpeg shared libraries (libavcodec, libavformat, ...) when it
-is first used; without them every decoder call fails. PyAV's wheels carry their own FFmpeg,
-so PyAV runs anywhere and is the baseline. Each check (``lk.status("ffmpeg")``,
-``"torchcodec"``, ``"pyav"``, ``"spdl"``, ``"media_gpu"``) returns ``(ok, reason)`` and never
-raises: a wheel built for another torch or a missing library can fail with any exception.
-A missing FFmpeg is a skip on a learner's machine and a failure under ``CI=true``
-(tests/conftest.py: CI installs FFmpeg, so there its absence is a bug).
+torchcodec and SPDL load the system's FFmpeg libraries; PyAV's wheels carry their own. Each
+check (``lk.status("ffmpeg")``, ...) returns ``(ok, reason)`` and never raises. A missing
+FFmpeg is a skip on a learner's machine and a failure under ``CI=true`` (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -101,14 +97,10 @@ def _torchcodec_cuda_install() -> str:
 def _cuda_decode_probe(device: str) -> str | None:
     """Decode a tiny H.264 clip on ``device``; ``None`` if that worked, else what went wrong.
 
-    torchcodec has no public "built with CUDA" flag, so the probe does what the chapter will:
-    it encodes 4 black 128x128 frames as H.264 on the CPU and asks a ``device="cuda"``
-    decoder for frame 0. The CPU build refuses the device ("Unsupported device: cuda"). A
-    CUDA build without NVDEC (no ``libnvcuvid.so``: a container without the driver's video
-    capability) or with a stream NVDEC cannot take decodes on the CPU and still returns a
-    CUDA tensor; the decoder's ``cpu_fallback`` says so, and then the probe fails (review
-    15-F1; pytorch/torchcodec PR #996). H.264 by name: FFmpeg's mp4 muxer picks MPEG-4 Part 2
-    where no H.264 encoder is built in (LGPL builds), and the chapter's clips are H.264.
+    torchcodec has no public "built with CUDA" flag, so the probe decodes 4 frames it encoded
+    as H.264 (by name: LGPL FFmpegs fall back to MPEG-4 Part 2). The CPU build refuses the
+    device; a CUDA build without NVDEC decodes on the CPU into a CUDA tensor, which only the
+    decoder's ``cpu_fallback`` tells (review 15-F1; pytorch/torchcodec PR #996).
     """
     try:
         import torch

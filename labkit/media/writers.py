@@ -1,11 +1,9 @@
 """The media fixtures' writers: H.264 videos and audio files, plus WebDataset shards (ch. 15).
 
-Registered in :data:`labkit.data.writers.WRITERS` as kinds ``video`` and ``audio``. Videos
-are encoded with PyAV (its wheels carry their own FFmpeg with libx264, so generating them
-needs no system FFmpeg): one encoder thread and fixed x264 settings, so the bytes are the
-same for the same PyAV/x264 build (``portable = False``: another build may differ; the
-frames' content never does). Every video is also packed, one mp4 per sample, into tar
-shards named like WebDataset's, so the clip stream reads either layout.
+Registered as kinds ``video`` and ``audio``. Videos are encoded with PyAV (its wheels carry
+FFmpeg with libx264: no system FFmpeg needed), one thread, fixed x264 settings: the same
+bytes for the same PyAV/x264 build (``portable = False``). Every file is also packed into
+WebDataset-style tar shards (one file and a ``.json`` per sample).
 """
 
 from __future__ import annotations
@@ -20,7 +18,45 @@ from pathlib import Path
 import numpy as np
 
 from ..data.writers import Writer, register_writer, shard_bounds
-from .frames import synth_frame
+
+# Each frame carries its index as a 16-bit counter: a 2 x 8 grid of black/white cells in its
+# top quarter (chapter 15 reads it back from the decoded pixels). The cells are large and far
+# from mid-grey, so they survive H.264, a reduced decode size and colour conversion; below
+# them, stripes and a square move with the frame index, for the encoder to predict.
+BITS = 16
+_LOW, _HIGH = 24, 232  # far from the 128 threshold, inside YUV's limited range
+
+
+def synth_frame(i: int, height: int, width: int, seed: int = 0) -> np.ndarray:
+    """Frame ``i`` of a synthetic video: uint8 ``(height, width, 3)``, counter drawn in."""
+    if i < 0 or i >= 1 << BITS:
+        raise ValueError(f"frame index {i} does not fit the {BITS}-bit counter")
+    y, x = np.mgrid[0:height, 0:width]
+    stripes = ((x + y + 2 * i + seed) // 6) % 2
+    frame = np.empty((height, width, 3), np.uint8)
+    frame[..., 0] = 60 + 120 * stripes
+    frame[..., 1] = (40 + (x * 3 + i * 5 + seed * 17) % 160).astype(np.uint8)
+    frame[..., 2] = (200 - (y * 2 + i * 3) % 140).astype(np.uint8)
+    side = max(4, min(height, width) // 5)  # a square crossing the lower part
+    top = height // 4 + (i * 2) % max(1, height - height // 4 - side)
+    left = (i * 3 + seed * 7) % max(1, width - side)
+    frame[top:top + side, left:left + side] = (250, 250, 40)
+    draw_counter(frame, i)
+    return frame
+
+
+def _cells(height: int, width: int):
+    ch, cw = max(1, height // 8), max(1, width // 8)
+    for b in range(BITS):
+        r, c = divmod(b, 8)
+        yield b, slice(r * ch, (r + 1) * ch), slice(c * cw, (c + 1) * cw)
+
+
+def draw_counter(frame: np.ndarray, i: int) -> None:
+    """Draw ``i`` into ``frame`` (HWC uint8, in place): bit b is cell (b // 8, b % 8)."""
+    h, w = frame.shape[:2]
+    for b, rows, cols in _cells(h, w):
+        frame[rows, cols] = _HIGH if (i >> b) & 1 else _LOW
 
 
 def video_name(gop: int, width: int, height: int, copy: int) -> str:

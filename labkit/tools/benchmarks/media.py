@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from ...data.fixtures import fixture
+import os
+
+import numpy as np
+from torch.utils.data import Dataset
+
+from ...data.fixtures import fixture, source_folder
 from ...instruments.stats import median_interval, paired_trials
-from ...media.clips import random_clips
-from ...media.datasets import ClipDataset
 from ...scale import resolve_scale
 from .ceiling import worker_scaling
 from .registry import benchmark
@@ -13,10 +16,40 @@ from .registry import benchmark
 GOAL = 0.8
 
 
-def _plan(fx, gop: int, clips: int, frames: int, seed: int):
+class _Clips(Dataset):
+    """Clip ``i`` (``(file, frame indices)``) decoded by torchcodec: one ``VideoDecoder`` per
+    file and process, opened when first asked (one opened before a fork is not reused)."""
+
+    def __init__(self, plan):
+        self.plan, self.decoders, self.pid = plan, {}, os.getpid()
+
+    def __len__(self):
+        return len(self.plan)
+
+    def __getitem__(self, i):
+        from torchcodec.decoders import VideoDecoder
+
+        path, indices = self.plan[i]
+        if self.pid != os.getpid():
+            self.decoders, self.pid = {}, os.getpid()
+        if path not in self.decoders:
+            self.decoders[path] = VideoDecoder(path, seek_mode="exact", num_ffmpeg_threads=1)
+        return self.decoders[path].get_frames_at(indices).data
+
+    def __getstate__(self):
+        return {**self.__dict__, "decoders": {}}
+
+
+def _plan(fx, gop: int, clips: int, frames: int, seed: int) -> _Clips:
+    """``clips`` clips of ``frames`` consecutive frames at random starts, over the videos of
+    keyframe interval ``gop`` (the starts a pure function of the seed and the video)."""
+    folder, plan = source_folder(fx), []
     videos = [v for v in fx.meta["videos"] if v["gop"] == gop]
-    per = -(-clips // len(videos))
-    return random_clips(videos, per, frames, 1, seed)[:clips]
+    for v in videos:
+        rng = np.random.default_rng([seed, v["id"]])
+        for s in rng.integers(0, v["frames"] - frames + 1, -(-clips // len(videos))):
+            plan.append((str(folder / v["file"]), list(range(int(s), int(s) + frames))))
+    return _Clips(plan[:clips])
 
 
 @benchmark("media", goal=f"N workers decode random 16-frame clips at >= {GOAL} x (single-core "
@@ -27,7 +60,7 @@ def _plan(fx, gop: int, clips: int, frames: int, seed: int):
 def media(scale: str | None = None, backend: str = "torchcodec", num_workers: int | None = None,
           clips: int = 192, frames: int = 16, batch_size: int = 16, rounds: int = 7) -> dict:
     """Random clips (``frames`` consecutive frames from a random start, 1 s keyframe
-    interval) decoded by a :class:`~labkit.media.datasets.ClipDataset` in the main process
+    interval) decoded by torchcodec (one decoder per file and process) in the main process
     (one core) and in ``num_workers`` persistent workers (default: the usable cores),
     alternated for ``rounds`` interleaved pairs on the wall clock; each pair's ratio is the
     workers' clips/s over ``single x min(num_workers, cores)``. Then the single-process cost
@@ -43,8 +76,9 @@ def media(scale: str | None = None, backend: str = "torchcodec", num_workers: in
     scale = resolve_scale(scale)
     fx = fixture("videos", scale, progress=False)
     gops = sorted(fx.meta["gops"])
-    ds = ClipDataset(fx, _plan(fx, 25 if 25 in gops else gops[len(gops) // 2], clips, frames,
-                               seed=1), backend=backend)
+    if backend != "torchcodec":
+        raise ValueError(f"backend={backend!r}: this benchmark decodes with torchcodec")
+    ds = _plan(fx, 25 if 25 in gops else gops[len(gops) // 2], clips, frames, seed=1)
     scaling = worker_scaling(ds, GOAL, num_workers, batch_size, rounds)
     ideal = min(scaling["num_workers"], scaling["cores"])
     result = {"scale": scale, "backend": backend, "video_size": fx.meta["sizes"][0],
@@ -55,8 +89,7 @@ def media(scale: str | None = None, backend: str = "torchcodec", num_workers: in
                "ideal_clips_per_s": scaling["single_best"] * ideal}
 
     # a random clip's cost: far keyframes (the largest interval) against every-frame ones
-    far, near = (ClipDataset(fx, _plan(fx, g, 12, frames, seed=2), backend=backend)
-                 for g in (gops[-1], gops[0]))
+    far, near = (_plan(fx, g, 12, frames, seed=2) for g in (gops[-1], gops[0]))
     for d in (far, near):  # open the decoders (scanning the file) outside the clock
         d[0]
 
