@@ -18,10 +18,9 @@ that call it, tests/test_layout.py checks that too):
    tensors on disk, the open-before-fork trap, the break-even widget), ``profiling`` (13),
    ``objstore`` (14: the loopback S3 store, shards in a bucket, MosaicML/LitData/Ray Data),
    ``media`` (15: video and audio), ``capstone`` (16: the tuned pipeline, the bake-off).
-3. ``tools``, which nothing in labkit imports: the ``labkit`` CLI (``labkit.cli`` forwards to
-   it), ``labkit run``, reports, named benchmarks, ``labkit doctor``, ``labkit diagnose``'s
-   command line (chapters 00 and 02 call two of them: ``lk.tools.doctor``,
-   ``lk.tools.run_benchmark``).
+3. The tools are not here: ``labkit_tools`` (the ``labkit`` command, ``labkit run``, the
+   report, the named benchmarks, ``labkit doctor`` and ``labkit diagnose``) imports labkit,
+   and labkit never imports it.
 
 The public API: ``__all__``, the names three or more chapters use (sorted, at most 40,
 checked by a test), and each folder's own ``__all__``, reached as ``lk.FOLDER.NAME``

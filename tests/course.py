@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from labkit.tools.runner import chapters
+from labkit_tools.runner import chapters
 
 REPO = Path(__file__).resolve().parent.parent
 RUN = REPO / "docs" / "workshop-run.json"   # a fresh clone's `labkit run --scale workshop`

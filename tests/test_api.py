@@ -37,7 +37,7 @@ def test_flat_lk_is_small():
 
 
 def test_every_public_name_is_used():
-    """A public name that no notebook (its code or its text), CLI command (``labkit/tools``)
+    """A public name that no notebook (its code or its text), CLI command (``labkit_tools``)
     or contract test (``tests/contracts.py``) uses is not public: delete it, or import it
     from its module."""
     import json
@@ -50,8 +50,7 @@ def test_every_public_name_is_used():
     for nb in [*sorted(nbs.glob("[0-9][0-9]_*.ipynb")), *sorted(nbs.glob("further/*.ipynb"))]:
         cells += ["".join(c["source"]) for c in json.loads(nb.read_text())["cells"]]
     text = "\n".join(cells)
-    tools = "\n".join(p.read_text() for p in [*(root / "labkit" / "tools").rglob("*.py"),
-                                              root / "labkit_cli.py"])  # the CLI's parser
+    tools = "\n".join(p.read_text() for p in (root / "labkit_tools").rglob("*.py"))
     contracts = (root / "tests" / "contracts.py").read_text()
     unused = []
     for dotted in _public():
@@ -76,8 +75,8 @@ def test_public_callables_are_documented():
 
 
 def test_no_public_name_shadows_a_submodule():
-    """In ``lk`` and in every folder (``lk.tools``, ``lk.capstone.bakeoff``, ...), a name the
-    package exports must not hide its module of the same name: ``from labkit.tools import
+    """In ``lk`` and in every folder (``lk.tokens``, ``labkit_tools``, ...), a name the
+    package exports must not hide its module of the same name: ``from labkit_tools import
     doctor`` gave the function, not the module ``tools/doctor.py``, until that became
     ``tools/checkup.py``."""
     import importlib

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from labkit.instruments import stats
-from labkit.tools import bench
+from labkit_tools import bench
 
 
 def _judged(result: dict, name: str) -> None:
@@ -43,7 +43,7 @@ def test_mmap_benchmark_reports_its_ratio(tmp_path):
 
 
 def test_every_benchmark_is_registered_with_a_goal():
-    """Importing labkit.tools.bench registers every one: the chapters' own ones too."""
+    """Importing labkit_tools.bench registers every one: the chapters' own ones too."""
     assert set(bench.BENCHMARKS) == {"decode", "formats", "media", "meter-overhead",
                                      "gpu", "mmap", "objectstore", "prefetch", "profiling",
                                      "tokens", "webdataset"}
@@ -102,7 +102,7 @@ def test_format_result_prints_the_interval_beside_the_figure():
 
 
 def test_a_miss_below_the_machines_ceiling_is_inconclusive():
-    from labkit.tools.benchmarks.ceiling import busy_verdict
+    from labkit_tools.benchmarks.ceiling import busy_verdict
 
     busy = {"processes": 2, "parallelism": 1.2, "parallelism_range": [1.1, 1.3]}
     idle = {"processes": 2, "parallelism": 1.95, "parallelism_range": [1.9, 2.0]}
@@ -119,7 +119,7 @@ def test_a_miss_below_the_machines_ceiling_is_inconclusive():
 
 
 def test_available_parallelism_reports_a_median_and_range():
-    from labkit.tools.benchmarks.ceiling import available_parallelism
+    from labkit_tools.benchmarks.ceiling import available_parallelism
 
     p = available_parallelism(1, pairs=1, work_s=0.01)
     lo, hi = p["parallelism_range"]

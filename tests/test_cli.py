@@ -22,7 +22,7 @@ def labkit(*args, env=None, timeout=300):
     A subprocess per call re-imported torch each time (seconds apiece under load); the real
     entry point is still run as a subprocess once, by :func:`test_the_entry_point_runs`.
     """
-    from labkit.tools import cli
+    from labkit_tools import cli
 
     out, err = io.StringIO(), io.StringIO()
     with mock.patch.dict(os.environ, env or {}), contextlib.redirect_stdout(out), \
@@ -35,17 +35,17 @@ def labkit(*args, env=None, timeout=300):
 
 
 def test_the_entry_point_runs():
-    """``python -m labkit.cli`` itself (the console script calls the same main())."""
-    r = subprocess.run([sys.executable, "-m", "labkit.cli", "bench", "--list"],
+    """``python -m labkit_tools.cli`` itself (the console script calls the same main())."""
+    r = subprocess.run([sys.executable, "-m", "labkit_tools.cli", "bench", "--list"],
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0 and "meter-overhead" in r.stdout, r.stderr
 
 
 def test_help_answers_before_torch_is_imported():
-    """The console script is ``labkit_cli:main``: its parser alone, outside the package
+    """The console script is ``labkit_tools.cli:main``: its parser alone, no labkit
     (``import labkit`` imports torch: 3.6 s before ``labkit --help`` answered)."""
-    code = ("import sys, labkit_cli\n"
-            "try:\n    labkit_cli.main(['run', '--help'])\n"
+    code = ("import sys, labkit_tools.cli\n"
+            "try:\n    labkit_tools.cli.main(['run', '--help'])\n"
             "except SystemExit as e:\n    assert e.code == 0\n"
             "print('torch imported:', 'torch' in sys.modules, 'labkit' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
@@ -55,10 +55,10 @@ def test_help_answers_before_torch_is_imported():
 
 
 def test_the_parser_offers_the_kits_scales():
-    import labkit_cli
     from labkit.scale import SCALES
+    from labkit_tools import cli
 
-    assert labkit_cli.SCALES == tuple(SCALES)
+    assert cli.SCALES == tuple(SCALES)
 
 
 @pytest.mark.parametrize("cmd", ["fixtures", "env", "run", "report", "bench", "roofline",
@@ -143,7 +143,7 @@ RUN_CHAPTERS = ["05"]  # one of the quickest chapters that records figures and p
 
 
 def test_run_without_names_means_every_chapter():
-    from labkit.tools.runner import resolve_notebooks
+    from labkit_tools.runner import resolve_notebooks
 
     nbs = REPO / "notebooks"
     every = sorted([*nbs.glob("[0-9][0-9]_*.ipynb"), *nbs.glob("further/*.ipynb")],
@@ -227,10 +227,10 @@ def test_run_of_an_unknown_notebook_lists_the_chapters():
 
 def test_lab_starts_this_interpreters_jupyterlab_with_fixtures_ready(monkeypatch, capsys):
     """`make lab` runs .venv/bin/labkit without activating the venv: no PATH lookups."""
-    from labkit.tools import cli
+    from labkit_tools import cli, commands
 
     calls = []
-    monkeypatch.setattr(cli.os, "execv", lambda exe, argv: calls.append((exe, argv)))
+    monkeypatch.setattr(commands.os, "execv", lambda exe, argv: calls.append((exe, argv)))
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setenv("LABKIT_SCALE", "workshop")  # restored after the test
     monkeypatch.delenv("JUPYTER_CONFIG_PATH", raising=False)
@@ -265,7 +265,7 @@ def test_bench_mmap_json_prints_the_ratio():
 
 
 def test_bench_mmap_runs_tiny():
-    from labkit.tools.bench import run_benchmark
+    from labkit_tools.bench import run_benchmark
 
     out = run_benchmark("mmap", mib=2, batch_kib=64, pairs=3)
     assert out["ratio"] > 0 and isinstance(out["goal_met"], bool)
@@ -277,7 +277,7 @@ def test_run_talks_to_its_kernels_over_ipc_and_leaves_no_socket(tmp_path, capfd)
     import nbformat
     from jupyter_core.paths import jupyter_runtime_dir
 
-    from labkit.tools.runner import run_notebooks
+    from labkit_tools.runner import run_notebooks
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
@@ -299,7 +299,7 @@ def test_run_on_a_machine_where_jupyter_never_ran(monkeypatch):
 
     import nbformat
 
-    from labkit.tools.runner import run_notebooks
+    from labkit_tools.runner import run_notebooks
 
     with tempfile.TemporaryDirectory(prefix="lk-rt-") as tmp:   # short: a socket path < 104
         runtime = Path(tmp) / "never" / "runtime"
@@ -320,7 +320,7 @@ def test_run_names_the_cell_its_limit_and_the_flag_when_a_cell_runs_too_long(tmp
     import nbformat
 
     from labkit.scale import knob
-    from labkit.tools.runner import run_notebooks
+    from labkit_tools.runner import run_notebooks
 
     assert knob("cell_timeout_s", "ci") < knob("cell_timeout_s", "workshop")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"),

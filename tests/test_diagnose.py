@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 import labkit as lk
-from labkit.tools.diagnose import IN_PROCESS_RATIO
+from labkit_tools.diagnose import IN_PROCESS_RATIO
 
 PLANTED = Path(__file__).resolve().parent / "planted_loaders.py"
 
 
 def labkit(*args):
     """``labkit ARGS`` in this process (as tests/test_cli.py runs it)."""
-    from labkit.tools import cli
+    from labkit_tools import cli
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

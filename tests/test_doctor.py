@@ -7,13 +7,13 @@ import subprocess
 import sys
 from collections import namedtuple
 
-import labkit as lk
+import labkit_tools as lt
 from labkit import optional
-from labkit.tools import checkup
+from labkit_tools import checkup
 
 
 def test_every_check_has_a_name_a_finding_and_a_fix_when_it_fails():
-    checks = lk.tools.doctor()
+    checks = lt.doctor()
     assert [c.name for c in checks] == ["cores", "/dev/shm", "start method", "free-threaded",
                                         "FFmpeg libs", "browser"]
     for c in checks:
@@ -59,7 +59,7 @@ def test_the_start_method_is_reported_as_set():
 
 
 def test_cli_prints_the_checks_and_exits_by_them():
-    r = subprocess.run([sys.executable, "-m", "labkit.cli", "doctor", "--json"],
+    r = subprocess.run([sys.executable, "-m", "labkit_tools.cli", "doctor", "--json"],
                        capture_output=True, text=True, timeout=120)
     checks = json.loads(r.stdout)
     assert r.returncode == (0 if all(c["ok"] for c in checks) else 1), r.stderr

@@ -599,7 +599,7 @@ def test_notebook_run_twice_in_one_kernel(labkit_env, tmp_path, monkeypatch):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))  # the kernel's temporary folders land here
-    # torch's compile cache (made at import of torch._dynamo, e.g. by torchcodec in lk.tools.doctor)
+    # torch's compile cache (made at import of torch._dynamo, e.g. by torchcodec in labkit doctor)
     # is a per-user cache, not the chapter's leftover; where it goes otherwise depends on
     # whether an earlier test in this process already imported it (torch then sets this)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "torch-cache"))

@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import labkit as lk
+import labkit_tools as lt
 from labkit.formats.hdf5rows import Hdf5Rows, write_hdf5
 from labkit.formats.lmdbrows import LmdbRows, write_lmdb
 
@@ -89,11 +90,11 @@ def test_missing_hdf5_dataset(stored):
 
 
 def test_bench_formats_is_registered_and_reports_its_ratio(ci_fixture):
-    from labkit.tools.bench import BENCHMARKS
+    from labkit_tools.bench import BENCHMARKS
 
     ci_fixture("array")
     assert "formats" in BENCHMARKS
-    out = lk.tools.run_benchmark("formats", scale="ci", rows=256, trials=1, num_workers=1)
+    out = lt.run_benchmark("formats", scale="ci", rows=256, trials=1, num_workers=1)
     assert out["rows"] == 256 and out["lmdb_vs_memmap"] > 0
     assert isinstance(out["goal_met"], bool) and out["hdf5_chunked_vs_contiguous"] > 0
 

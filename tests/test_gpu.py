@@ -122,7 +122,7 @@ def test_make_test_gpu_fails_a_gpu_path_that_cannot_run_beside_a_gpu():
 
 
 def test_make_test_gpu_fails_a_chapter_whose_gpu_cells_did_not_run(tmp_path):
-    from labkit.tools.benchmarks.gpu import GPU_CHAPTERS, gpu_cells_not_run
+    from labkit_tools.benchmarks.gpu import GPU_CHAPTERS, gpu_cells_not_run
 
     def record(chapter, *said):
         rec = lk.Checkpoint(chapter, records_dir=tmp_path)
@@ -156,7 +156,7 @@ def test_make_test_gpu_fails_a_chapter_whose_gpu_cells_did_not_run(tmp_path):
 def test_bench_gpu_without_cuda_says_why_and_records_it(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("checks the CPU-only behaviour")
-    from labkit.tools.bench import record_result, run_benchmark
+    from labkit_tools.bench import record_result, run_benchmark
 
     r = run_benchmark("gpu")
     assert r["verdict"] == "skipped" and "CUDA" in r["skipped"]
@@ -180,7 +180,7 @@ def test_the_committed_gpu_reference_holds_every_figure_issue_34_asks_for():
 
 
 def test_a_benchmark_record_names_each_figures_unit(tmp_path):
-    from labkit.tools.bench import record_result
+    from labkit_tools.bench import record_result
 
     result = {"benchmark": "x", "goal": "g", "copy_gb_s": {"median": 50.0, "n": 10},
               "loop_ms_per_batch": 5.1, "waits": {"wait_fractions": [0.01, 0.2]}}
@@ -228,7 +228,7 @@ def test_test_gpu_chapters_reads_its_list_from_gpu_py():
     import subprocess
     import sys
 
-    from labkit.tools.benchmarks.gpu import GPU_CHAPTERS
+    from labkit_tools.benchmarks.gpu import GPU_CHAPTERS
 
     script = lk.paths.REPO_ROOT / ".ci" / "test-gpu-chapters"
     body = script.read_text()

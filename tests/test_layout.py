@@ -20,8 +20,8 @@ ROOT = Path(labkit.__file__).parent
 SPINE = ("errors", "paths", "scale", "optional", "facilities", "ceilings", "data", "images",
          "streams", "loading", "instruments", "remote", "display", "records")
 CHAPTERS = ("tokens", "formats", "profiling", "objstore", "media")
-TOOLS = ("tools",)
-TOP = ("labkit", "labkit.cli")
+TOOLS = ()   # the tools are a package of their own, labkit_tools (imports labkit, never back)
+TOP = ("labkit",)
 
 
 def layer(module: str) -> int:
@@ -123,6 +123,18 @@ def test_imports_never_point_up_a_layer():
     assert not upward, "\n".join(upward)
 
 
+def test_labkit_never_imports_its_tools():
+    """``labkit_tools`` (the CLI, run, report, benchmarks) imports the panel; the panel never
+    imports the tools, at its top or inside a function."""
+    found = [f"{path.relative_to(ROOT.parent)}:{node.lineno}"
+             for path in MODULES.values() for node in ast.walk(ast.parse(path.read_text()))
+             if (isinstance(node, ast.ImportFrom)
+                 and (node.module or "").startswith("labkit_tools"))
+             or (isinstance(node, ast.Import)
+                 and any(a.name.startswith("labkit_tools") for a in node.names))]
+    assert not found, found
+
+
 def test_every_folder_is_in_a_layer():
     folders = {p.parent.name for p in ROOT.glob("*/__init__.py")}
     assert folders == set(SPINE + CHAPTERS + TOOLS) - {"errors", "paths", "scale", "optional",
@@ -157,6 +169,8 @@ def test_every_module_names_the_chapters_that_call_it():
 
     callers: dict[str, set[str]] = {}
     for dotted, chapters in test_size.users().items():
+        if dotted.startswith("labkit_tools:"):   # the tools: not a labkit module
+            continue
         prefix, _, name = dotted.rpartition(".")
         ns = test_size.namespaces()[f"{prefix}." if prefix else ""]
         module = getattr(getattr(ns, name), "__module__", None)

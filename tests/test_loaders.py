@@ -1,5 +1,5 @@
 """torch's own DataLoader where the kit relies on its behaviour (chapters 01 and 03), the kit's
-worker_processes, and labkit.tools.bench.
+worker_processes, and labkit_tools.bench.
 
 No private torch name: each test drives a DataLoader through its public API and checks what
 torch documents or does (the rules between its knobs, what ``timeout=`` raises, that ``del
@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from labkit.loading.loaders import worker_processes
-from labkit.tools import bench
+from labkit_tools import bench
 
 
 def _ids() -> TensorDataset:

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import labkit as lk
+import labkit_tools as lt
 from labkit import optional
 from labkit.media.backends import FFMPEG_INSTALL, FFMPEG_VERSIONS
 from labkit.media.writers import synth_audio, to_int16
@@ -140,11 +141,11 @@ def test_without_ffmpeg_the_reason_says_what_to_install(monkeypatch):
 
 
 def test_lab_prints_what_to_install_without_ffmpeg(monkeypatch, capsys):
-    from labkit.tools import cli
+    from labkit_tools import cli, commands
 
     # labkit lab prints each failing check of labkit doctor, FFmpeg's among them
     monkeypatch.setitem(optional._CHECKS, "ffmpeg", lambda: (False, "REASON: " + FFMPEG_INSTALL))
-    monkeypatch.setattr(cli, "ensure_fixtures", lambda **kw: {})
+    monkeypatch.setattr(commands, "ensure_fixtures", lambda **kw: {})
     monkeypatch.setattr(os, "execv", lambda *a: None)  # do not start JupyterLab
     cli.main(["lab", "--scale", "ci"])
     out = capsys.readouterr().out
@@ -160,14 +161,14 @@ def test_probes_say_what_runs_here():
 
 
 def test_media_benchmark_is_registered():
-    from labkit.tools.bench import BENCHMARKS
+    from labkit_tools.bench import BENCHMARKS
 
     assert "media" in BENCHMARKS and "16-frame clips" in BENCHMARKS["media"].goal
 
 
 def test_media_benchmark_runs_tiny(videos):
     """CI does not run the benchmarks (`make bench` does): this keeps this one working."""
-    r = lk.tools.run_benchmark("media", scale="ci", num_workers=2, clips=32, rounds=2)
+    r = lt.run_benchmark("media", scale="ci", num_workers=2, clips=32, rounds=2)
     assert r["workers_clips_per_s"] > 0 and r["single_core_clips_per_s"] > 0
     assert r["keyframe_interval_far"] > r["keyframe_interval_near"]
     assert {"clip_cost_ratio_far_over_near", "verdict", "goal_met"} <= set(r)

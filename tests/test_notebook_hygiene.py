@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit.tools.runner import chapters
+from labkit_tools.runner import chapters
 
 # the chapters and their "Going further" notebooks (further/NNb_topic.ipynb), labkit run's list
 NOTEBOOKS = chapters(Path(__file__).parent.parent / "notebooks")

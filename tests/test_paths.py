@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from labkit import paths
-from labkit.tools.runner import chapters
+from labkit_tools.runner import chapters
 
 
 def test_every_notebook_is_found_from_its_stem():

@@ -13,7 +13,7 @@ from PIL import Image
 
 from labkit.errors import LabkitError, RecordError
 from labkit.records.checkpoint import Checkpoint, load_records
-from labkit.tools import report
+from labkit_tools import report
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 import labkit as lk
 from labkit.ceilings import Ceiling, measure_ceilings
-from labkit.tools.cli import main
+from labkit_tools.cli import main
 
 NAMES = ["page_cache_read", "memcpy", "sample_fetch", "handover", "jpeg_decode", "h2d"]
 
@@ -94,7 +94,7 @@ def test_cli_unknown_ceiling_is_one_line_and_exit_2(capsys):
 
 def test_diagnose_names_the_ceiling_of_a_worker_loader():
     from labkit.profiling.diagnosis import Diagnosis
-    from labkit.tools.diagnose import place_loader
+    from labkit_tools.diagnose import place_loader
 
     d = Diagnosis(target="t", bound="loader", loader_batches_per_s=100.0,
                   step_batches_per_s=None, wait_fraction=None, num_workers=2,

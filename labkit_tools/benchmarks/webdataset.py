@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 
-from ...data.fixtures import fixture
-from ...instruments.stats import judge, overall, paired_trials
-from ...instruments.tuning import usable_cores
-from ...loading.loaders import WORKER_TIMEOUT_S
-from ...scale import resolve_scale
+from labkit.data.fixtures import fixture
+from labkit.instruments.stats import judge, overall, paired_trials
+from labkit.instruments.tuning import usable_cores
+from labkit.loading.loaders import WORKER_TIMEOUT_S
+from labkit.scale import resolve_scale
+
 from .ceiling import available_parallelism, busy_verdict
 from .registry import benchmark
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader
 
-from ...instruments.meter import measure, simulated_step
-from ...instruments.stats import judge, overall
-from ...instruments.tuning import WorkDataset, suggest_loader, usable_cores
-from ...loading.loaders import WORKER_TIMEOUT_S
+from labkit.instruments.meter import measure, simulated_step
+from labkit.instruments.stats import judge, overall
+from labkit.instruments.tuning import WorkDataset, suggest_loader, usable_cores
+from labkit.loading.loaders import WORKER_TIMEOUT_S
+
 from .registry import benchmark
 
 CAPACITY_GOAL = 1.2

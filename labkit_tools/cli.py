@@ -2,9 +2,9 @@
 
 ``import labkit`` imports torch, numpy and every chapter folder: about 3.6 s before
 ``labkit --help`` could answer when the console script lived inside the package. This
-module, outside it, holds the argument parser alone, so ``--help``, a usage error and the
+module holds the argument parser alone, so ``--help``, a usage error and the
 sub-commands' help print at once; a command's own work then imports
-:mod:`labkit.tools.cli`, where each ``_cmd_NAME`` lives.
+:mod:`labkit_tools.commands`, where each command lives (it never imports this module).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # exits 2 with a usage message on bad arguments
-    from labkit.tools.cli import run  # torch and the rest, only now
+    from .commands import run  # torch and the rest, only now
 
     return run(args)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from ...instruments.stats import judge, paired_trials
+from labkit.instruments.stats import judge, paired_trials
+
 from .registry import benchmark
 
 GOAL = 0.7

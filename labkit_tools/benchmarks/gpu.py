@@ -41,16 +41,17 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from ...facilities import usable_cores
-from ...images.decode import decode_jpeg, fastest_decoder
-from ...images.gpu import gpu_decode_rate
-from ...instruments.meter import measure
-from ...instruments.stats import judge, overall
-from ...instruments.timer import best_of
-from ...loading.loaders import WORKER_TIMEOUT_S
-from ...loading.prefetchers import CudaStreamPrefetcher
-from ...optional import status
-from ...records.checkpoint import load_records
+from labkit.facilities import usable_cores
+from labkit.images.decode import decode_jpeg, fastest_decoder
+from labkit.images.gpu import gpu_decode_rate
+from labkit.instruments.meter import measure
+from labkit.instruments.stats import judge, overall
+from labkit.instruments.timer import best_of
+from labkit.loading.loaders import WORKER_TIMEOUT_S
+from labkit.loading.prefetchers import CudaStreamPrefetcher
+from labkit.optional import status
+from labkit.records.checkpoint import load_records
+
 from .registry import benchmark
 
 WAIT_GOAL = 0.05  # seed 000: "GPU util 95 %+"

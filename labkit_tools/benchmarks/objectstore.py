@@ -9,12 +9,13 @@ At ci the whole read takes tens of ms, so even one unhidden first-byte wait caps
 
 from __future__ import annotations
 
-from ...data.datasets import open_array
-from ...data.fixtures import fixture
-from ...instruments.stats import judge, paired_trials
-from ...instruments.timer import best_of
-from ...objstore.store import s3_store
-from ...scale import resolve_scale
+from labkit.data.datasets import open_array
+from labkit.data.fixtures import fixture
+from labkit.instruments.stats import judge, paired_trials
+from labkit.instruments.timer import best_of
+from labkit.objstore.store import s3_store
+from labkit.scale import resolve_scale
+
 from .ceiling import capped_verdict
 from .registry import benchmark
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import gc
 import time
 
-from ...instruments.meter import measure
-from ...instruments.stats import INCONCLUSIVE, judge, median_interval, paired_trials
-from ...instruments.timer import best_of
+from labkit.instruments.meter import measure
+from labkit.instruments.stats import INCONCLUSIVE, judge, median_interval, paired_trials
+from labkit.instruments.timer import best_of
+
 from .registry import benchmark
 
 GOAL_PCT = 2.0

@@ -13,14 +13,15 @@ from pathlib import Path
 import numpy as np
 from torch.utils.data import DataLoader
 
-from ...data.datasets import MemmapRows, open_array
-from ...data.fixtures import fixture
-from ...formats.hdf5rows import Hdf5Rows, write_hdf5
-from ...formats.lmdbrows import LmdbRows, write_lmdb
-from ...instruments.meter import measure
-from ...loading.loaders import WORKER_TIMEOUT_S
-from ...records.machine import versions
-from ...scale import resolve_scale
+from labkit.data.datasets import MemmapRows, open_array
+from labkit.data.fixtures import fixture
+from labkit.formats.hdf5rows import Hdf5Rows, write_hdf5
+from labkit.formats.lmdbrows import LmdbRows, write_lmdb
+from labkit.instruments.meter import measure
+from labkit.loading.loaders import WORKER_TIMEOUT_S
+from labkit.records.machine import versions
+from labkit.scale import resolve_scale
+
 from .registry import benchmark
 
 #: Rows read per scale (the first rows of the ``array`` fixture).

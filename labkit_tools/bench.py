@@ -3,7 +3,7 @@
 Performance is checked here, not in timed test assertions that flake: a benchmark reports
 what it measured, the interval around it and a verdict (pass, fail or inconclusive), and
 the numbers go into the closing notes. Each benchmark is a module of
-:mod:`labkit.tools.benchmarks`; importing this module registers them all.
+:mod:`labkit_tools.benchmarks`; importing this module registers them all.
 Run one with ``labkit bench NAME [--json]``.
 """
 

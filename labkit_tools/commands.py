@@ -1,8 +1,10 @@
-"""The ``labkit`` command, from ``labkit fixtures`` to ``labkit lab`` (ch. 00 on).
+"""The ``labkit`` commands, from ``labkit fixtures`` to ``labkit lab`` (ch. 00 on).
 
 Subcommands: fixtures, env, doctor, run, report, bench, roofline, diagnose, lab.
 
-Every subcommand has ``--help``; bad arguments and bad input (unknown scale, notebook,
+The parser is :mod:`labkit_tools.cli`, which imports this module only once the
+arguments parse (no circle: nothing here imports the parser). Every subcommand has
+``--help``; bad arguments and bad input (unknown scale, notebook,
 benchmark, corrupted fixture, unwritable folder) print one clear line and exit 2.
 """
 
@@ -14,15 +16,14 @@ import os
 import sys
 from pathlib import Path
 
-import labkit_cli
+from labkit.ceilings import measure_ceilings
+from labkit.data.fixtures import ensure_fixtures, load_specs, resolve_spec
+from labkit.errors import LabkitError
+from labkit.paths import notebooks_dir
+from labkit.records.checkpoint import Checkpoint, load_records
+from labkit.records.machine import environment, format_environment
+from labkit.scale import resolve_scale
 
-from ..ceilings import measure_ceilings
-from ..data.fixtures import ensure_fixtures, load_specs, resolve_spec
-from ..errors import LabkitError
-from ..paths import notebooks_dir
-from ..records.checkpoint import Checkpoint, load_records
-from ..records.machine import environment, format_environment
-from ..scale import resolve_scale
 from .bench import BENCHMARKS, format_result, record_result, run_benchmark
 from .checkup import doctor, format_doctor
 from .diagnose import run_diagnose
@@ -136,7 +137,7 @@ def _cmd_lab(args) -> int:
         print("running as root (a container?): passing --allow-root to JupyterLab")
     print("starting:", " ".join(argv))
     os.environ["LABKIT_SCALE"] = scale  # the kernels inherit it: chapters run at this scale
-    # labkit/tools/jupyter/labconfig/default_setting_overrides.json: no "Would you like to get
+    # labkit_tools/jupyter/labconfig/default_setting_overrides.json: no "Would you like to get
     # notified about official Jupyter news?" prompt (and no update check: nothing at run
     # time reaches the network); a learner's own settings still win over these defaults
     os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join(filter(None, [
@@ -145,22 +146,26 @@ def _cmd_lab(args) -> int:
     return 0  # pragma: no cover
 
 
+COMMANDS = {  # the subcommand's name -> its function
+    "fixtures": _cmd_fixtures,
+    "env": _cmd_env,
+    "doctor": _cmd_doctor,
+    "run": _cmd_run,
+    "report": _cmd_report,
+    "bench": _cmd_bench,
+    "roofline": _cmd_roofline,
+    "diagnose": _cmd_diagnose,
+    "lab": _cmd_lab,
+}
+
+
 def run(args) -> int:
-    """Run the command ``labkit_cli`` parsed: its ``_cmd_NAME`` here, errors as one line."""
+    """Run the command :mod:`labkit_tools.cli` parsed, its errors as one line."""
     try:
-        return globals()[f"_cmd_{args.command_fn}"](args)
+        return COMMANDS[args.command_fn](args)
     except LabkitError as e:
         print(f"labkit {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"labkit {args.command}: interrupted", file=sys.stderr)
         return 130
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``labkit`` with ``argv`` (``python -m labkit.cli``, tests): parse, then :func:`run`."""
-    return labkit_cli.main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

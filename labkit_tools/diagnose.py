@@ -22,14 +22,14 @@ import time
 from itertools import islice
 from pathlib import Path
 
-from ..ceilings import measure_ceilings
-from ..display.figures import agg_figure, png_bytes
-from ..facilities import usable_cores
-from ..instruments.meter import measure, simulated_step
-from ..loading.loaders import worker_processes
-from ..loading.processes import stop_processes
-from ..profiling import record_timeline
-from ..profiling.diagnosis import DiagnoseError, Diagnosis
+from labkit.ceilings import measure_ceilings
+from labkit.display.figures import agg_figure, png_bytes
+from labkit.facilities import usable_cores
+from labkit.instruments.meter import measure, simulated_step
+from labkit.loading.loaders import worker_processes
+from labkit.loading.processes import stop_processes
+from labkit.profiling import record_timeline
+from labkit.profiling.diagnosis import DiagnoseError, Diagnosis
 
 LOADER_BOUND_WAIT = 0.25  # a loop waiting more than this share of its time: loader-bound
 STEP_BOUND_WAIT, STEP_BOUND_RATIO = 0.10, 1.5  # less, and the loader this much faster: step

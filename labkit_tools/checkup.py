@@ -28,10 +28,10 @@ from pathlib import Path
 
 import psutil
 
-from ..facilities import has, hidden, usable_cores, why_not
-from ..media.backends import FFMPEG_VERSIONS
-from ..optional import status
-from ..records.table import text_table
+from labkit.facilities import has, hidden, usable_cores, why_not
+from labkit.media.backends import FFMPEG_VERSIONS
+from labkit.optional import status
+from labkit.records.table import text_table
 
 SHM_NEEDED = 512 * 2**20  # the kit's choice: several workers' prefetched image batches at once
 _START_METHODS = {"fork": "the default on Linux before Python 3.14",

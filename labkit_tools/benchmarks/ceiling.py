@@ -15,10 +15,10 @@ import time
 
 from torch.utils.data import DataLoader
 
-from ...instruments.meter import measure
-from ...instruments.stats import judge
-from ...instruments.tuning import usable_cores
-from ...loading.loaders import WORKER_TIMEOUT_S
+from labkit.instruments.meter import measure
+from labkit.instruments.stats import judge
+from labkit.instruments.tuning import usable_cores
+from labkit.loading.loaders import WORKER_TIMEOUT_S
 
 
 def _burn(iterations: int) -> None:

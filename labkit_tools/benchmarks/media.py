@@ -7,9 +7,10 @@ import os
 import numpy as np
 from torch.utils.data import Dataset
 
-from ...data.fixtures import fixture, source_folder
-from ...instruments.stats import median_interval, paired_trials
-from ...scale import resolve_scale
+from labkit.data.fixtures import fixture, source_folder
+from labkit.instruments.stats import median_interval, paired_trials
+from labkit.scale import resolve_scale
+
 from .ceiling import worker_scaling
 from .registry import benchmark
 

@@ -20,14 +20,15 @@ from collections import Counter
 
 import numpy as np
 
-from ...data.fixtures import fixture
-from ...instruments.stats import FAIL, PASS, judge, overall, paired_trials
-from ...instruments.timer import best_of
-from ...scale import resolve_scale
-from ...tokens.corpus import open_tokens
-from ...tokens.epoch import TokenBatches
-from ...tokens.packing import best_fit_decreasing
-from ...tokens.windows import copy_batch, slice_batch, view_batch, window_starts
+from labkit.data.fixtures import fixture
+from labkit.instruments.stats import FAIL, PASS, judge, overall, paired_trials
+from labkit.instruments.timer import best_of
+from labkit.scale import resolve_scale
+from labkit.tokens.corpus import open_tokens
+from labkit.tokens.epoch import TokenBatches
+from labkit.tokens.packing import best_fit_decreasing
+from labkit.tokens.windows import copy_batch, slice_batch, view_batch, window_starts
+
 from .registry import benchmark
 
 RATIO_GOAL, PADDING_GOAL = 0.5, 0.05

@@ -15,10 +15,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 from torch.utils.data import DataLoader
 
-from ...instruments.meter import measure, simulated_step
-from ...instruments.tuning import WorkDataset
-from ...loading.loaders import WORKER_TIMEOUT_S
-from ...profiling.timeline import close_log, timed_loader
+from labkit.instruments.meter import measure, simulated_step
+from labkit.instruments.tuning import WorkDataset
+from labkit.loading.loaders import WORKER_TIMEOUT_S
+from labkit.profiling.timeline import close_log, timed_loader
+
 from .registry import benchmark
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..display.figures import agg_figure, png_bytes
-from ..errors import LabkitError
-from ..records.checkpoint import format_config, format_value, load_records
-from ..records.machine import gpu_line, human_bytes
+from labkit.display.figures import agg_figure, png_bytes
+from labkit.errors import LabkitError
+from labkit.records.checkpoint import format_config, format_value, load_records
+from labkit.records.machine import gpu_line, human_bytes
 
 FORMATS = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}
 KEYS = ["chapter", "name", "unit", "config"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ...records.checkpoint import Checkpoint
-from ...records.table import text_table
+from labkit.records.checkpoint import Checkpoint
+from labkit.records.table import text_table
 
 BENCHMARKS: dict[str, Callable[..., dict]] = {}
 

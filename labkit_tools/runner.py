@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from unittest import mock
 
-from .. import paths
-from ..errors import LabkitError
-from ..scale import knob, resolve_scale
+from labkit import paths
+from labkit.errors import LabkitError
+from labkit.scale import knob, resolve_scale
 
 
 @dataclass

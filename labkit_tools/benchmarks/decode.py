@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ...data.fixtures import fixture
-from ...images.folder import ImageFolderDataset
-from ...scale import resolve_scale
+from labkit.data.fixtures import fixture
+from labkit.images.folder import ImageFolderDataset
+from labkit.scale import resolve_scale
+
 from .ceiling import worker_scaling
 from .registry import benchmark
 
