@@ -7,7 +7,6 @@ modules' other names are for labkit and tests.
 from __future__ import annotations
 
 from .plots import (
-    plot_heatmap,
     plot_rates,
     plot_shuffle_quality,
     plot_stages,
@@ -16,7 +15,6 @@ from .plots import (
 )
 
 __all__ = [
-    "plot_heatmap",
     "plot_rates",
     "plot_shuffle_quality",
     "plot_stages",

@@ -6,7 +6,7 @@ modules' other names are for labkit and tests.
 
 from __future__ import annotations
 
-from .audits import key_id, tag_example, worker_tag
+from .audits import key_id, worker_tag
 from .memcap import run_capped
 from .memory import worker_memory
 from .pagecache import page_cache_residency
@@ -24,7 +24,6 @@ __all__ = [
     "shard_of_bounds",
     "shuffle_quality",
     "suggest_loader",
-    "tag_example",
     "thread_pools",
     "worker_memory",
     "worker_tag",

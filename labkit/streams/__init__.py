@@ -6,14 +6,12 @@ modules' other names are for labkit and tests.
 
 from __future__ import annotations
 
-from .arrays import RowRange, ShardStream, range_worker_init
+from .arrays import ShardStream
 from .rowgroups import ParquetRowGroups
 from .tarshards import TarShardStream
 
 __all__ = [
     "ParquetRowGroups",
-    "RowRange",
     "ShardStream",
     "TarShardStream",
-    "range_worker_init",
 ]
