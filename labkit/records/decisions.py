@@ -51,7 +51,7 @@ SITUATIONS: tuple[Situation, ...] = (
         "read sequential slices; memory stays flat",
         (Evidence("02_mmap", "mmap_slices_random_cold.samples_per_s",
                   "memmap slices, cold cache"),
-         Evidence("05_parquet_and_arrow", "lk.streams.parquetrowgroups_0_workers.samples_per_s",
+         Evidence("05_parquet_and_arrow", "rowgroups_0_workers.samples_per_s",
                   "Parquet row groups"))),
     Situation(
         "TB+ on remote storage, with resume",

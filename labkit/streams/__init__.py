@@ -1,4 +1,4 @@
-"""Streams split across ranks x workers: one split base, arrays, row groups, tars (ch. 03-08).
+"""Streams split across ranks x workers: one split base, array shards, tar shards (ch. 03-08).
 
 Its public names are reached as ``lk.streams.NAME`` (``import labkit as lk``); its
 modules' other names are for labkit and tests.
@@ -7,11 +7,9 @@ modules' other names are for labkit and tests.
 from __future__ import annotations
 
 from .arrays import ShardStream
-from .rowgroups import ParquetRowGroups
 from .tarshards import TarShardStream
 
 __all__ = [
-    "ParquetRowGroups",
     "ShardStream",
     "TarShardStream",
 ]
