@@ -11,7 +11,6 @@ from .plots import (
     plot_shuffle_quality,
     plot_stages,
     plot_wait_compute,
-    plot_worker_memory,
 )
 
 __all__ = [
@@ -19,5 +18,4 @@ __all__ = [
     "plot_shuffle_quality",
     "plot_stages",
     "plot_wait_compute",
-    "plot_worker_memory",
 ]

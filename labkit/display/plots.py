@@ -79,27 +79,6 @@ def plot_rates(measurements, title: str | None = None):
     return done(fig)
 
 
-def plot_worker_memory(traces, kind: str = "uss", title: str | None = None):
-    """Per-worker USS (or PSS) against batches delivered, one panel per dataset (chapter 03).
-
-    ``traces``: :class:`~labkit.instruments.memory.WorkerMemory` objects from
-    ``lk.instruments.worker_memory``.
-    """
-    traces = list(traces)
-    fig, axes = subplots(1, len(traces), figsize=(4 * len(traces), 3.2), sharey=True,
-                             squeeze=False)
-    for ax, t in zip(axes[0], traces, strict=True):
-        series = getattr(t, kind)
-        for w, values in series.items():
-            ax.plot(t.batches[:len(values)], [v / 2 ** 20 for v in values], marker=".", label=w)
-        ax.set_title(t.name, fontsize=10)
-        ax.set_xlabel("batches delivered")
-        ax.legend(fontsize=8)
-    axes[0][0].set_ylabel(f"{kind.upper()} per worker (MiB)")
-    fig.suptitle(title or f"worker memory over one epoch ({kind.upper()})")
-    return done(fig)
-
-
 def plot_scaling(workers, measured, ideal, *, title: str, ylabel: str = "samples/s",
                  cores: int | None = None):
     """Measured throughput against workers next to the ideal line (chapters 09 and 10).

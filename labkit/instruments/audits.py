@@ -67,12 +67,6 @@ def worker_tag() -> str:
     return current_split().source
 
 
-def key_id(example: dict) -> dict:
-    """``{"id": int(example["__key__"])}``: a WebDataset key as the sample id (ch. 08), as a
-    picklable ``.map`` function."""
-    return {"id": int(example["__key__"])}
-
-
 @dataclass(frozen=True)
 class Audit:
     """The result of :func:`audit`. ``ok`` is True when every id came exactly once."""
