@@ -106,4 +106,4 @@ def ptrace_scope() -> str | None:
     return scope.read_text().strip() if has("proc") and scope.exists() else None
 
 
-__all__ = ["NotOnThisOS", "has", "why_not"]
+__all__ = ["has", "why_not"]

@@ -2,7 +2,7 @@
 
 ``lk.status(name)`` is the one way a chapter asks: ``lk.status("cuda")``,
 ``lk.status("lance")``, ... return ``(ok, reason)``. Each check is registered by name with
-:func:`check` in the module that knows the library (``"cuda"`` next to the CUDA prefetcher,
+:func:`check` in the module that knows the library (``"cuda"`` at the end of this module,
 ``"lance"`` next to the Lance reader), so its install hint and its caveats stay beside the
 code that needs them and this spine module imports no chapter folder at its top (``HOMES``
 says where each is, imported when first asked for); an unknown name raises
@@ -30,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .errors import LabkitError
 from .facilities import ptrace_scope
@@ -40,7 +41,6 @@ _CHECKS: dict[str, Callable[..., tuple[bool, str]]] = {}
 #: Where each check is registered: its module is imported the first time a chapter asks
 #: (``import labkit`` no longer imports every folder, issue 46).
 HOMES = {
-    "cuda": "labkit.loading.prefetchers",
     "gpu_decode": "labkit.images.gpu",
     "kornia_gpu": "labkit.images.gpu",
     "dali": "labkit.images.gpu",
@@ -205,3 +205,32 @@ def _pyspy_status() -> tuple[bool, str]:
             child.wait()
     _pyspy_seen["result"] = result
     return result
+
+
+# -- CUDA (the spine's own check: chapters 09, 10, 13, 16 ask) ---------------------------
+
+@check("cuda")
+def _cuda_status(device: Any = None) -> tuple[bool, str]:
+    """``(True, "...")`` if CUDA work can run here, else ``(False, the reason in words)``.
+
+    Introduced in chapter 09; chapter 10 uses it for its GPU decode paths. Here, not
+    in a chapter folder: CUDA is asked about by chapters 09, 10, 13 and 16.
+    """
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - any import failure means "no CUDA here"
+        return False, f"torch cannot be imported ({type(e).__name__}: {e})"
+    if torch.version.cuda is None:
+        return False, (f"torch {torch.__version__} is a CPU-only build (torch.version.cuda is "
+                       "None): no CUDA streams, no pinned memory to copy from")
+    if not torch.cuda.is_available():
+        return False, (f"torch {torch.__version__} was built for CUDA {torch.version.cuda}, "
+                       "but no CUDA device is visible (torch.cuda.is_available() is False)")
+    try:  # a malformed or absent device ("cuda:7") is a reason, not an exception
+        dev = torch.device(device if device is not None else "cuda")
+        if dev.type != "cuda":
+            return False, f"device {dev} is not a CUDA device"
+        name = torch.cuda.get_device_name(dev)
+    except Exception as e:  # noqa: BLE001
+        return False, f"device {device!r} cannot be used ({type(e).__name__}: {e})"
+    return True, f"CUDA {torch.version.cuda}: {name}"

@@ -19,8 +19,8 @@ truncated tar       streams.TarShardStream (2 wkrs);   DataFormatError: shard, i
 truncated npy       lk.open_array (.npy, raw),         DataFormatError: file, bytes found vs bytes
                     streams.ShardStream, NpyFiles...   its header (dtype x shape) needs; a damaged
                     (2 workers)                        header is called "not a .npy file"
-truncated Parquet   open_parquet, ParquetRowGroups     DataFormatError: file, no footer; a damaged
-                    (2 workers)                        row group: "row group g of n cannot be read"
+truncated Parquet   chapter 05's open_parquet and      DataFormatError: file, no footer; a damaged
+                    RowGroups (2 workers)              row group: "row group g of n cannot be read"
 corrupt JPEG        lk.ImageFolderDataset (2 workers)  DataFormatError: file, sample id, decoder;
                     raise / on_error="skip"            skip: exactly ids 10, 20 skipped, counted
 missing fixture     lk.fixture: a deleted file, an     FixtureError naming the file and the repair
@@ -67,6 +67,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from chapter_code import chapter_module
 from contracts import epoch_ids
 from faulty_datasets import break_a_loader
 from torch.utils.data import DataLoader
@@ -76,7 +77,6 @@ from labkit.data.faults import damage
 from labkit.errors import FixtureError
 from labkit.images.folder import skip_collate
 from labkit.loading.loaders import worker_processes
-from labkit.streams.rowgroups import open_parquet
 from labkit.streams.tarshards import index_shard
 
 pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
@@ -239,16 +239,23 @@ def pq_fx(ci_fixture):
     return ci_fixture("parquet")
 
 
-def test_truncated_parquet_fails_on_open_naming_the_file(pq_fx, tmp_path):
+@pytest.fixture(scope="module")
+def ch05(tmp_path_factory):
+    """Chapter 05's own ``rowgroups.py`` (its ``%%writefile`` cell): open_parquet, RowGroups."""
+    return chapter_module("05", "rowgroups.py", tmp_path_factory.mktemp("ch05"))
+
+
+def test_truncated_parquet_fails_on_open_naming_the_file(ch05, pq_fx, tmp_path):
     bad = lk.damaged_copy(pq_fx, tmp_path / "pq", "truncate", file="shard-00001.parquet", at=0.5)
-    for open_it in (lambda: open_parquet(bad), lambda: lk.streams.ParquetRowGroups(bad.parent)):
+    files = sorted(bad.parent.glob("*.parquet"))
+    for open_it in (lambda: ch05.open_parquet(bad), lambda: ch05.RowGroups(files, 256)):
         with pytest.raises(lk.DataFormatError) as info:
             open_it()
         assert str(info.value).startswith(f"{bad}: not a readable Parquet file (Parquet magic "
                                           "bytes not found in footer")
 
 
-def test_damaged_parquet_row_group_fails_naming_file_and_row_group(pq_fx, tmp_path):
+def test_damaged_parquet_row_group_fails_naming_file_and_row_group(ch05, pq_fx, tmp_path):
     import pyarrow.parquet as pq
 
     src = pq_fx.file("shard-00001.parquet")
@@ -257,9 +264,9 @@ def test_damaged_parquet_row_group_fails_naming_file_and_row_group(pq_fx, tmp_pa
                 if meta.row_group(1).column(j).path_in_schema.startswith("features")][0]
     at = features.data_page_offset / src.stat().st_size  # the data page header of group 1
     bad = lk.damaged_copy(pq_fx, tmp_path / "pq", "flip", file=src.name, at=at, length=64)
-    open_parquet(bad)  # the footer is intact: the file opens
-    loader = DataLoader(lk.streams.ParquetRowGroups(bad.parent, batch_size=512), batch_size=None,
-                        num_workers=2, timeout=30)
+    ch05.open_parquet(bad)  # the footer is intact: the file opens
+    loader = DataLoader(ch05.RowGroups(sorted(bad.parent.glob("*.parquet")), 512),
+                        batch_size=None, num_workers=2, timeout=30)
     _raised(lk.DataFormatError, epoch_ids, loader,
             match=re.escape(f"{bad}: row group 1 of {meta.num_row_groups} cannot be read ("))
 

@@ -1,4 +1,7 @@
-"""RowRange and ShardStream (chapter 03): the trap, the fixes, contracts, bad shards."""
+"""ShardStream (chapter 03): contracts over ranks x workers, start methods, bad shards.
+
+The trap and the by-hand fixes (get_worker_info, worker_init_fn) are typed in chapter 03,
+whose checked cells pin them."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from torch.utils.data import DataLoader
 from labkit.data.fixtures import fixture
 from labkit.errors import DataFormatError
 from labkit.instruments.audits import audit, deliveries
-from labkit.streams.arrays import RowRange, ShardStream, range_worker_init
+from labkit.streams.arrays import ShardStream
 
 
 @pytest.fixture(scope="module")
@@ -38,34 +41,10 @@ def test_shard_stream_exactly_once_over_ranks_and_workers(shards_fx):
         shards_fx.samples)
 
 
-@pytest.mark.parametrize("split", ["worker_info", "init_fn"])
-def test_row_range_fixes_exactly_once(array_fx, split):
-    init = range_worker_init if split == "init_fn" else None
-    check_exactly_once(
-        lambda rank, ws, nw: DataLoader(
-            RowRange(array_fx, split=split, rank=rank, world_size=ws), batch_size=128,
-            num_workers=nw, worker_init_fn=init if nw else None, timeout=60 if nw else 0),
-        array_fx.samples)
-
-
-def test_the_trap_duplicates_once_per_worker(array_fx):
-    pairs = deliveries(DataLoader(RowRange(array_fx, split="none", tag=True), batch_size=256,
-                                   num_workers=2, timeout=60))
-    a = audit(pairs, array_fx.samples)
-    assert [src for src, _ in pairs] == ["worker0", "worker1"]
-    assert a.duplicates == array_fx.samples and a.missing == 0
-
-
 def test_shard_stream_lazy_equals_eager(shards_fx, shards_ref):
     n = check_lazy_equals_eager(DataLoader(ShardStream(shards_fx, seed=3), batch_size=100,
                                             num_workers=2, timeout=60), lambda i: shards_ref[i])
     assert n == shards_fx.samples
-
-
-def test_row_range_lazy_equals_eager(array_fx):
-    ref = np.load(array_fx.file("array.npy"))
-    assert check_lazy_equals_eager(DataLoader(RowRange(array_fx), batch_size=512),
-                                   lambda i: ref[i]) == array_fx.samples
 
 
 def test_shard_stream_same_seed_same_order(shards_fx):
@@ -126,16 +105,9 @@ def test_wrong_dtype_or_shape_shard_names_the_file(shards_fx, tmp_path):
         ShardStream(broken)
 
 
-def test_row_range_keeps_its_order(array_fx):
-    check_same_order(lambda seed, epoch: DataLoader(RowRange(array_fx), batch_size=512,
-                                                     num_workers=2, timeout=60), shuffles=False)
-
-
 def test_bad_arguments(shards_fx, array_fx):
     with pytest.raises(ValueError, match="split="):
         ShardStream(shards_fx, split="rank")
-    with pytest.raises(ValueError, match="split="):
-        RowRange(array_fx, split="x")
     with pytest.raises(DataFormatError, match="no shards"):
         ShardStream(array_fx)
     with pytest.raises(ValueError, match="outside world_size"):

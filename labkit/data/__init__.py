@@ -6,17 +6,12 @@ modules' other names are for labkit and tests.
 
 from __future__ import annotations
 
-from .copyonread import ArrowRows, NumpyRows, PyObjectRows
 from .datasets import MemmapBatches, NpyFilesDataset
-from .fixtures import ensure_fixtures, format_fixture_table, verify
+from .fixtures import ensure_fixtures, verify
 
 __all__ = [
-    "ArrowRows",
     "MemmapBatches",
     "NpyFilesDataset",
-    "NumpyRows",
-    "PyObjectRows",
     "ensure_fixtures",
-    "format_fixture_table",
     "verify",
 ]

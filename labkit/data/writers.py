@@ -29,7 +29,7 @@ def shard_bounds(n: int, parts: int) -> list[int]:
     """Where ``n`` items cut into ``parts`` contiguous pieces: ``parts + 1`` bounds.
 
     Piece ``p`` is ``bounds[p]:bounds[p + 1]``; sizes differ by at most 1. The one cut in
-    the kit: fixture shards, bake-off shards and :class:`~labkit.RowRange`'s worker pieces.
+    the kit: fixture shards and bake-off shards.
     """
     if parts < 1:
         raise ValueError(f"parts={parts}: need at least one piece")

@@ -7,19 +7,15 @@ modules' other names are for labkit and tests.
 from __future__ import annotations
 
 from .plots import (
-    plot_heatmap,
     plot_rates,
     plot_shuffle_quality,
     plot_stages,
     plot_wait_compute,
-    plot_worker_memory,
 )
 
 __all__ = [
-    "plot_heatmap",
     "plot_rates",
     "plot_shuffle_quality",
     "plot_stages",
     "plot_wait_compute",
-    "plot_worker_memory",
 ]

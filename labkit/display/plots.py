@@ -6,8 +6,6 @@ Introduced in chapter 01.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .figures import done, subplots
 
 
@@ -78,49 +76,6 @@ def plot_rates(measurements, title: str | None = None):
         ax.margins(x=0.3)
     axes[0].invert_yaxis()
     fig.suptitle(title or "access patterns: samples/s and GB/s (orange: cold page cache)")
-    return done(fig)
-
-
-def plot_worker_memory(traces, kind: str = "uss", title: str | None = None):
-    """Per-worker USS (or PSS) against batches delivered, one panel per dataset (chapter 03).
-
-    ``traces``: :class:`~labkit.instruments.memory.WorkerMemory` objects from
-    ``lk.instruments.worker_memory``.
-    """
-    traces = list(traces)
-    fig, axes = subplots(1, len(traces), figsize=(4 * len(traces), 3.2), sharey=True,
-                             squeeze=False)
-    for ax, t in zip(axes[0], traces, strict=True):
-        series = getattr(t, kind)
-        for w, values in series.items():
-            ax.plot(t.batches[:len(values)], [v / 2 ** 20 for v in values], marker=".", label=w)
-        ax.set_title(t.name, fontsize=10)
-        ax.set_xlabel("batches delivered")
-        ax.legend(fontsize=8)
-    axes[0][0].set_ylabel(f"{kind.upper()} per worker (MiB)")
-    fig.suptitle(title or f"worker memory over one epoch ({kind.upper()})")
-    return done(fig)
-
-
-def plot_heatmap(values, rows, cols, *, row_label: str, col_label: str, title: str,
-                 fmt: str = "{:.0%}", cmap: str = "RdYlGn_r", vmin=None, vmax=None):
-    """A grid of ``values[r][c]`` coloured and labelled: e.g. data-wait over two knobs.
-
-    Introduced in chapter 09. ``fmt`` formats each cell's label; NaN cells are left blank.
-    """
-
-    v = np.asarray(values, dtype=float)
-    fig, ax = subplots(figsize=(1.1 * len(cols) + 2.5, 0.6 * len(rows) + 1.6))
-    im = ax.imshow(v, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-    ax.set_xticks(range(len(cols)), [str(c) for c in cols])
-    ax.set_yticks(range(len(rows)), [str(r) for r in rows])
-    ax.set_xlabel(col_label)
-    ax.set_ylabel(row_label)
-    for (r, c), x in np.ndenumerate(v):
-        if np.isfinite(x):
-            ax.text(c, r, fmt.format(x), ha="center", va="center", fontsize=9)
-    fig.colorbar(im, ax=ax, shrink=0.8)
-    ax.set_title(title)
     return done(fig)
 
 

@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import default_collate
 
 from ..instruments.timer import best_of
-from ..loading.prefetchers import to_device
+from ..loading.batch import to_device
 from ..optional import status
 
 STAGES = ("read", "decode", "augment", "collate", "host_to_device")

@@ -6,7 +6,7 @@ modules' other names are for labkit and tests.
 
 from __future__ import annotations
 
-from .audits import key_id, tag_example, worker_tag
+from .audits import worker_tag
 from .memcap import run_capped
 from .memory import worker_memory
 from .pagecache import page_cache_residency
@@ -18,13 +18,11 @@ __all__ = [
     "ResumeTrial",
     "WorkDataset",
     "format_resume_table",
-    "key_id",
     "page_cache_residency",
     "run_capped",
     "shard_of_bounds",
     "shuffle_quality",
     "suggest_loader",
-    "tag_example",
     "thread_pools",
     "worker_memory",
     "worker_tag",

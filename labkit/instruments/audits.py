@@ -67,20 +67,6 @@ def worker_tag() -> str:
     return current_split().source
 
 
-def tag_example(example: dict, prefix: str = "") -> dict:
-    """``{"worker": prefix + worker_tag()}``: a ``.map`` function that labels each example
-    with the worker that produced it (ch. 07). A module-level function, not a lambda, so a
-    ``spawn`` or ``forkserver`` worker can unpickle the pipeline it is part of; pass the
-    prefix with ``fn_kwargs={"prefix": "rank1/"}`` (Hugging Face) or ``functools.partial``."""
-    return {"worker": prefix + worker_tag()}
-
-
-def key_id(example: dict) -> dict:
-    """``{"id": int(example["__key__"])}``: a WebDataset key as the sample id (ch. 08), as a
-    picklable ``.map`` function (see :func:`tag_example`)."""
-    return {"id": int(example["__key__"])}
-
-
 @dataclass(frozen=True)
 class Audit:
     """The result of :func:`audit`. ``ok`` is True when every id came exactly once."""

@@ -1,14 +1,6 @@
-"""Loaders and prefetchers: DataLoaders that cannot hang, prefetch, processes (ch. 01, 09).
+"""Loaders: DataLoaders that cannot hang, batch sizes, worker processes (ch. 01, 09).
 
-Its public names are reached as ``lk.loading.NAME`` (``import labkit as lk``); its
-modules' other names are for labkit and tests.
+Its modules' names are for labkit and tests (``lk.worker_processes`` is the public one).
 """
 
-from __future__ import annotations
-
-from .prefetchers import CudaStreamPrefetcher, ThreadPrefetcher
-
-__all__ = [
-    "CudaStreamPrefetcher",
-    "ThreadPrefetcher",
-]
+__all__: list[str] = []

@@ -89,7 +89,6 @@ class SplitStream(IterableDataset):
     :meth:`place` (where it runs), :meth:`share` (its units, in this epoch's order) and
     :meth:`rng` (the epoch's random numbers). The order of an epoch is a pure function of
     ``(seed, epoch)``, the same in every copy, so the copies' shares never overlap.
-    (:class:`~labkit.RowRange` cuts contiguous rows instead: it asks only :meth:`place`.)
 
     Args:
         split: one of the class's ``splits``: ``"rank_worker"`` (global worker ``g`` takes

@@ -11,7 +11,7 @@ a real GPU's with ``labkit report records/ reference/<machine>``. Without CUDA i
   finds it up to 2x slower than a plain ``.to()``); from memory pinned once; and a
   DataLoader with ``pin_memory=True``, whose pin thread pins beside the loop (chapter 09).
 * **data-wait with a real GPU step**: the same pinned loader copied on the default stream
-  then stepped, against :class:`~labkit.loading.prefetchers.CudaStreamPrefetcher` (the copy
+  then stepped, against chapter 09b's side-stream prefetch (:func:`_side_stream`: the copy
   of batch i+1 on a side stream during step i). Data-wait is the loop's time over the step's
   time alone on a batch already on the GPU (chapter 09).
 * **nvJPEG** batched decode against the fastest CPU decoder on one core, times the usable
@@ -48,11 +48,30 @@ from labkit.instruments.meter import measure
 from labkit.instruments.stats import judge, overall
 from labkit.instruments.timer import best_of
 from labkit.loading.loaders import WORKER_TIMEOUT_S
-from labkit.loading.prefetchers import CudaStreamPrefetcher
 from labkit.optional import status
 from labkit.records.checkpoint import load_records
 
 from .registry import benchmark
+
+
+def _side_stream(source, side):
+    """Chapter 09b's ``cuda_stream_prefetch``: batch i+1 (pinned by the loader) copied on the
+    stream ``side`` while the caller steps on batch i; the compute stream waits for each copy,
+    and ``record_stream`` keeps the caching allocator from reusing a batch's memory early."""
+    def copy(host):
+        with torch.cuda.stream(side):
+            return host.to(DEV, non_blocking=True)
+
+    it = iter(source)
+    nxt = copy(host) if (host := next(it, None)) is not None else None
+    while nxt is not None:
+        compute = torch.cuda.current_stream()
+        compute.wait_stream(side)
+        batch = nxt
+        batch.record_stream(compute)
+        nxt = copy(host) if (host := next(it, None)) is not None else None
+        yield batch
+
 
 WAIT_GOAL = 0.05  # seed 000: "GPU util 95 %+"
 MIB = 2 ** 20
@@ -203,11 +222,11 @@ def prefetch_wait(batch: int = 128, size: int = 224, batches: int = 48, step_ms:
                 step(x.to(DEV, non_blocking=non_blocking))
         return loop
 
-    def prefetched(source):
-        prefetcher = CudaStreamPrefetcher(source)  # one side stream for every pass (09-F2)
+    side = torch.cuda.Stream()  # one side stream for every pass (09-F2)
 
+    def prefetched(source):
         def loop():
-            for x in prefetcher:
+            for x in _side_stream(source, side):
                 step(x)
         return loop
 
