@@ -73,25 +73,3 @@ def test_unknown_job_reports_the_traceback(ci_fixture):
 
 def test_free_port():
     assert 0 < free_port() < 65536
-
-
-def test_tokens_job_stops_on_two_ranks_and_resumes_on_three(ci_fixture):
-    """Chapter 11's job (labkit.tokens.ranks): 2 ranks x 2 workers stopped after 3 steps, the
-    state rank 0 saved resumed on 3 ranks; every sample of the epoch once, one state for all."""
-    import labkit as lk
-
-    corpus = lk.tokens.open_tokens(ci_fixture("corpus"))
-    common = dict(module="labkit.tokens.ranks", scale="ci", context=1024, global_batch=24, seed=0,
-                  timeout=300)
-    first = torchrun("tokens", nproc=2, num_workers=2, steps=3, **common)
-    states = [r["state"] for r in first.ranks]
-    assert first.ok and all(s == states[0] for s in states) and len(first.ranks[0]["samples"]) == 3
-    second = torchrun("tokens", nproc=3, num_workers=0, state=states[0], **common)
-    ids = [i for run in (first, second) for r in run.ranks for step in r["samples"] for i in step]
-    assert sorted(ids) == list(range(lk.tokens.DocumentEpoch(corpus, 1024, seed=0).samples))
-
-
-def test_a_job_module_without_the_job_is_reported(ci_fixture):
-    ci_fixture("corpus")
-    with pytest.raises(LabkitError, match="unknown job 'nope'"):
-        torchrun("nope", nproc=1, module="labkit.tokens.ranks", scale="ci", timeout=120)

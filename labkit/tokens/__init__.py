@@ -1,42 +1,12 @@
-"""Token pipelines for language models (chapters 11, 11b-11d): a tokenized corpus, windows,
-document epochs with exact resume, packing, document masks, source mixing.
+"""The token corpus of chapter 11 (and 11b-11d): its fixture writer, and ``open_tokens``, which
+maps the flat token file and checks it against its document index.
 
-Its public names are reached as ``lk.tokens.NAME`` (``import labkit as lk``); its
-modules' other names are for labkit and tests.
+The chapters type their subject (windows, packers, masks, epochs, mixing) in their cells; what
+stays here is the fixture they all open. ``lk.tokens.open_tokens`` (``import labkit as lk``).
 """
 
 from __future__ import annotations
 
-from .batching import batch_padding, budget_batches
-from .corpus import open_tokens, token_dtype
-from .epoch import DocumentEpoch, TokenBatches
-from .masking import TinyLM, cu_seqlens, document_mask, packed_vs_alone, position_ids
-from .mixing import blended_index, prefix_error, random_mix
-from .packing import PACKERS, format_packing, pack
-from .plots import plot_doc_lengths, plot_packing, plot_token_rates
-from .windows import random_windows, tokens_needed
+from .corpus import open_tokens
 
-__all__ = [
-    "DocumentEpoch",
-    "PACKERS",
-    "TinyLM",
-    "TokenBatches",
-    "batch_padding",
-    "blended_index",
-    "budget_batches",
-    "cu_seqlens",
-    "document_mask",
-    "format_packing",
-    "open_tokens",
-    "pack",
-    "packed_vs_alone",
-    "plot_doc_lengths",
-    "plot_packing",
-    "plot_token_rates",
-    "position_ids",
-    "prefix_error",
-    "random_mix",
-    "random_windows",
-    "token_dtype",
-    "tokens_needed",
-]
+__all__ = ["open_tokens"]

@@ -1,33 +1,35 @@
 """``labkit bench tokens``: random token windows vs a plain copy, packing, resume (chapter 11).
 
-Three goals of a language model's loader, each measured on chapter 11's ``corpus`` fixture:
+Three goals of a language model's loader, each measured on chapter 11's ``corpus`` fixture with
+the mechanisms chapter 11 and its notebooks 11b and 11c type (self-contained here):
 
 * **Windows at memory speed.** Random ``(T + 1)``-token windows (nanoGPT's ``get_batch``)
-  from the corpus's page-cached token file by the fastest of chapter 11's samplers that
-  make one C-level copy per batch or one per window (``view_batch``: rows of the window
-  view; ``slice_batch``: a slice per window into a buffer; both without the cast), against
-  one contiguous copy of as many bytes (``copy_batch``): the copy is the ceiling, the ratio
-  says how much of it the windows reach.
-* **Little padding.** Best-fit decreasing packing of the corpus fixture's documents.
-* **Exact resume across worker counts.** ``lk.tokens.TokenBatches`` stopped mid-epoch with two
-  workers and resumed with one: every sample once, in the uninterrupted order.
+  from the corpus's page-cached token file by the faster of two samplers that make one C-level
+  copy per batch or one per window (rows of the window view; a slice per window into a buffer;
+  both without the cast), against one contiguous copy of as many bytes: the copy is the
+  ceiling, the ratio says how much of it the windows reach.
+* **Little padding.** Best-fit decreasing packing of the corpus fixture's documents (11b).
+* **Exact resume across worker counts.** A document epoch (11c) stopped mid-epoch with two
+  workers and resumed with one from its counter: every sample once, in the uninterrupted order.
 """
 
 from __future__ import annotations
 
+import bisect
 import pickle
 from collections import Counter
 
 import numpy as np
+import torch
+from numpy.lib.stride_tricks import as_strided
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from labkit.data.fixtures import fixture
 from labkit.instruments.stats import FAIL, PASS, judge, overall, paired_trials
 from labkit.instruments.timer import best_of
+from labkit.loading.loaders import WORKER_TIMEOUT_S
 from labkit.scale import resolve_scale
-from labkit.tokens.corpus import open_tokens
-from labkit.tokens.epoch import TokenBatches
-from labkit.tokens.packing import best_fit_decreasing
-from labkit.tokens.windows import copy_batch, slice_batch, view_batch, window_starts
+from labkit.tokens import open_tokens
 
 from .registry import benchmark
 
@@ -41,20 +43,94 @@ def _exact(name: str, value, ok: bool) -> dict:
             f"{name}_verdict": PASS if ok else FAIL}
 
 
+def _view_rows(flat: np.ndarray, starts: np.ndarray, context: int) -> np.ndarray:
+    """Rows ``starts`` of the window view (row ``i`` is ``flat[i:i + context + 1]``), built with
+    ``as_strided``: ``sliding_window_view``'s argument checks cost microseconds a batch."""
+    view = as_strided(flat, (len(flat) - context, context + 1), flat.strides * 2, writeable=False)
+    return view[starts]
+
+
+def _slice_rows(flat: np.ndarray, starts: np.ndarray, context: int) -> np.ndarray:
+    """One slice per window copied into a buffer of the file's dtype (no cast)."""
+    buf = np.empty((len(starts), context + 1), flat.dtype)
+    for j, i in enumerate(starts.tolist()):
+        buf[j] = flat[i:i + context + 1]
+    return buf
+
+
+def _best_fit_rows(lengths, context: int) -> int:
+    """Rows best-fit decreasing packs ``lengths`` into: chunks of at most ``context``, longest
+    first, each into the open row with the least room that fits (rows bucketed by room)."""
+    chunks = sorted((min(context, n - s) for n in map(int, lengths) for s in range(0, n, context)),
+                    reverse=True)
+    rows, by_room, rooms = 0, {}, []  # rooms: sorted, each with a non-empty bucket
+    for c in chunks:
+        k = bisect.bisect_left(rooms, c)
+        if k < len(rooms):
+            have = rooms[k]
+            by_room[have] -= 1
+            if not by_room[have]:
+                rooms.pop(k)
+        else:
+            have, rows = context, rows + 1
+        if (left := have - c) > 0:
+            if not by_room.get(left):
+                by_room[left] = 0
+                bisect.insort(rooms, left)
+            by_room[left] += 1
+    return rows
+
+
+class _EpochBatches(IterableDataset):
+    """One seeded document epoch (11c) from sample ``start`` on, in batches: documents shuffled
+    and laid back to back, cut into samples of ``context + 1`` tokens, samples shuffled; worker
+    ``w`` of ``k`` builds steps ``w, w + k, ...`` (the loader takes them in turn: in order)."""
+
+    def __init__(self, corpus, context: int, batch_size: int, start: int, seed: int = 0):
+        rng = np.random.default_rng([seed, 0])
+        self.doc_order = rng.permutation(corpus.docs)
+        self.cum = np.concatenate([[0], np.cumsum(corpus.lengths[self.doc_order])])
+        self.samples = max((int(self.cum[-1]) - 1) // context, 0)
+        self.order = rng.permutation(self.samples)
+        self.path, self.dtype, self.offsets = corpus.path, corpus.tokens.dtype, corpus.offsets
+        self.context, self.batch_size, self.start = context, batch_size, start
+
+    def __iter__(self):
+        info = get_worker_info()
+        w, k = (info.id, info.num_workers) if info else (0, 1)
+        tokens = np.memmap(self.path, dtype=self.dtype, mode="r")  # mapped by the reader
+        for s, first in enumerate(range(self.start, self.samples, self.batch_size)):
+            if s % k == w:
+                samples = self.order[first:first + self.batch_size]
+                coords = samples[:, None] * self.context + np.arange(self.context + 1)
+                j = np.searchsorted(self.cum, coords, side="right") - 1
+                rows = tokens[self.offsets[self.doc_order[j]] + coords - self.cum[j]]
+                yield {"x": torch.from_numpy(rows.astype(np.int64)),
+                       "sample": torch.from_numpy(samples)}
+
+
+def _epoch_run(corpus, context: int, batch_size: int, state: dict, num_workers: int,
+               stop_after: int | None = None) -> tuple[list[int], dict]:
+    """Sample ids from ``state["samples_yielded"]`` on (all, or ``stop_after`` batches) and the
+    state after them: the counter, kept in this process."""
+    ds = _EpochBatches(corpus, context, batch_size, state["samples_yielded"])
+    loader = DataLoader(ds, batch_size=None, num_workers=num_workers,
+                        timeout=WORKER_TIMEOUT_S if num_workers else 0)
+    got: list[int] = []
+    for i, b in enumerate(loader, 1):
+        got += b["sample"].tolist()
+        if i == stop_after:
+            break
+    return got, {"samples_yielded": state["samples_yielded"] + len(got)}
+
+
 def _resume_across_workers(corpus, context: int, batch_size: int, stop_after: int) -> dict:
     """Uninterrupted (0 workers) vs stopped after ``stop_after`` batches with 2 workers and
     resumed from the pickled state with 1: samples lost and repeated, same order or not."""
-    ref = [s for b in TokenBatches(corpus, context, batch_size) for s in b["sample"].tolist()]
-    first = TokenBatches(corpus, context, batch_size, num_workers=2)
-    got = []
-    for i, b in enumerate(first):
-        got += b["sample"].tolist()
-        if i + 1 == stop_after:
-            break
-    state = pickle.loads(pickle.dumps(first.state_dict()))
-    second = TokenBatches(corpus, context, batch_size, num_workers=1)
-    second.load_state_dict(state)
-    got += [s for b in second for s in b["sample"].tolist()]
+    ref, _ = _epoch_run(corpus, context, batch_size, {"samples_yielded": 0}, 0)
+    got, state = _epoch_run(corpus, context, batch_size, {"samples_yielded": 0}, 2, stop_after)
+    rest, _ = _epoch_run(corpus, context, batch_size, pickle.loads(pickle.dumps(state)), 1)
+    got += rest
     seen = Counter(got)
     return {"resume_samples": len(ref), "resume_lost": len(set(ref) - set(seen)),
             "resume_repeated": sum(c - 1 for c in seen.values() if c > 1),
@@ -79,9 +155,9 @@ def token_windows(scale: str | None = None, context: int = 2048, batch_size: int
     """
     scale = resolve_scale(scale)
     corpus = open_tokens(fixture("corpus", scale, progress=False))
-    tokens = corpus.tokens
+    tokens = corpus.tokens.view(np.ndarray)  # slicing an np.memmap builds a memmap per slice
     n, span = len(tokens), batch_size * (context + 1)
-    np.asarray(tokens).sum()  # warm: the whole file into the page cache
+    tokens.sum()  # warm: the whole file into the page cache
 
     def run(sample):
         def go():
@@ -91,14 +167,17 @@ def token_windows(scale: str | None = None, context: int = 2048, batch_size: int
         return go
 
     def copy(rng):
-        copy_batch(tokens, int(rng.integers(0, n - span)), batch_size, context)
+        start = int(rng.integers(0, n - span))
+        torch.from_numpy(tokens[start:start + span].reshape(batch_size, context + 1).copy())
+
+    def starts(rng):
+        return rng.integers(0, n - context - 1, batch_size)
 
     candidates = {
         "window view, no cast":
-            lambda rng: view_batch(tokens, window_starts(n, context, batch_size, rng), context),
+            lambda rng: torch.from_numpy(_view_rows(tokens, starts(rng), context)),
         "slices, no cast":
-            lambda rng: slice_batch(tokens, window_starts(n, context, batch_size, rng), context,
-                                    cast=False),
+            lambda rng: torch.from_numpy(_slice_rows(tokens, starts(rng), context)),
     }
     quick = {k: best_of(run(f), repeats=3, clock="cpu").best_s for k, f in candidates.items()}
     best = min(quick, key=quick.get)
@@ -113,7 +192,8 @@ def token_windows(scale: str | None = None, context: int = 2048, batch_size: int
               "windows_tokens_per_s": batches * span / min(w for _, w in trials)}
     result |= judge("ratio", [c / w for c, w in trials], RATIO_GOAL)
 
-    padding = best_fit_decreasing(corpus.lengths, pack_context).stats(corpus.lengths)["padding"]
+    padding = 1 - int(corpus.lengths.sum()) / (_best_fit_rows(corpus.lengths, pack_context)
+                                               * pack_context)
     result |= {"packing_context": pack_context, "packing_documents": corpus.docs,
                **_exact("padding", padding, padding < PADDING_GOAL)}
 
