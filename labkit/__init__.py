@@ -1,30 +1,31 @@
-"""labkit, the kit's helper package, ``import labkit as lk`` in every chapter.
+"""labkit, the instrument panel, ``import labkit as lk`` in every chapter.
 
-Three layers; a module imports only from its own layer or the ones before it, at the top of
-the file (tests/test_layout.py checks; every module's first docstring line names the chapters
-that call it, tests/test_layout.py checks that too):
+The chapters type their subject (readers, streams, packers, pipelines) in their cells with
+the libraries' own API; labkit holds what they read off: fixtures and their writers, the
+meter and the timer, audits, worker memory and processes, the dashboard and plots, the
+checkpoint and the machine's facts, the loopback servers, the ceilings. Two layers, each
+module importing only its own layer or the one before, at the top of the file
+(tests/test_layout.py; every module's first docstring line names the chapters that call it):
 
-1. The spine, the concepts every chapter uses: ``errors``, ``paths``, ``scale``, ``optional``,
-   ``facilities`` (the Linux-only ones, each read in one place: ``lk.facilities.has(name)``)
-   (``lk.status(name)``: is an optional library here, and if not, why and what to install);
-   ``data`` (fixtures, writers, faults, teaching datasets), ``images`` (decoders, folder and
-   packed datasets, augmentation, GPU paths, stage costs), ``streams`` (one rank x worker
-   split base, one shuffle buffer, one resume state; array, row-group and tar-shard streams),
-   ``loading`` (worker processes, prefetchers, batches, processes), ``instruments`` (meter,
-   measurement, timer, audits, memory, page cache, shuffle quality, resume trials, tuning),
-   ``remote`` (HTTP server, torchrun), ``display`` (dashboard, plots, figures), ``records``
-   (checkpoint, machine, decisions).
-2. Chapter folders, one topic each: ``tokens`` (11), ``formats`` (12: LMDB, HDF5, TFRecord,
-   tensors on disk, the open-before-fork trap, the break-even widget), ``profiling`` (13),
-   ``objstore`` (14: the loopback S3 store, shards in a bucket, MosaicML/LitData/Ray Data),
-   ``media`` (15: video and audio), ``capstone`` (16: the tuned pipeline, the bake-off).
-3. The tools are not here: ``labkit_tools`` (the ``labkit`` command, ``labkit run``, the
-   report, the named benchmarks, ``labkit doctor`` and ``labkit diagnose``) imports labkit,
-   and labkit never imports it.
+1. The spine: ``errors``, ``paths``, ``scale`` (the one table of per-scale knobs),
+   ``optional`` (``lk.status(name)``, the one registry of optional libraries and devices),
+   ``facilities`` (the Linux-only ones), ``ceilings`` (the machine's data-loading ceilings,
+   chapters 00 and 16), ``data`` (fixtures, writers, damaged copies, datasets several
+   chapters reuse under spawn), ``images`` (decoders, the image-folder dataset),
+   ``streams`` (the rank x worker split, shard streams), ``loading`` (batches, worker
+   processes), ``instruments`` (meter, measurement, timer, audits, memory, page cache,
+   resume trials), ``remote`` (the loopback HTTP server, torchrun from a notebook),
+   ``display`` (dashboard, plots), ``records`` (checkpoint, machine).
+2. What is left of a chapter's own topic, where it is an instrument: ``tokens`` (11: the
+   corpus fixture), ``formats`` (12: the bake-off's LMDB/HDF5 rows), ``profiling`` (13: the
+   per-batch timeline), ``objstore`` (14: the loopback S3 store), ``media`` (15: the video
+   and audio fixtures, the decoder checks).
 
-The public API: ``__all__``, the names three or more chapters use (sorted, at most 40,
-checked by a test), and each folder's own ``__all__``, reached as ``lk.FOLDER.NAME``
-(``lk.tokens.pack``); every public name is used by a notebook, the CLI or a contract test.
+The tools are not here: ``labkit_tools`` (the ``labkit`` command, ``labkit run``, the report,
+the named benchmarks, ``labkit doctor``, ``labkit diagnose``) imports labkit, never the other
+way round. ``import labkit`` loads only what the flat names need; ``lk.FOLDER`` is imported
+on first use. The public API: ``__all__`` (sorted; tests/test_api.py) and a folder's own
+``__all__`` (``lk.objstore.s3_store``); tests/test_size.py keeps their count.
 """
 
 from __future__ import annotations

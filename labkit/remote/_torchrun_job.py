@@ -1,7 +1,7 @@
 """The jobs :func:`labkit.torchrun` runs on every rank (chapter 04). Not public API.
 
 Each rank joins a gloo process group, runs the job and writes ``rank{r}.json`` into the
-launch folder (``launch.run_rank``, shared with chapter 11's ``labkit.tokens.ranks``). Jobs:
+launch folder (``launch.run_rank``). Jobs:
 
 * ``sharding``: DistributedSampler over ``MemmapRows`` with and without ``set_epoch``; a
   ``ShardStream`` split over rank x worker and over workers only; uneven shards with the

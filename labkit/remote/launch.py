@@ -1,7 +1,7 @@
 """Launch a real multi-process job with torchrun from a notebook, safely (chapters 04, 11).
 
 :func:`torchrun` writes a two-line script that calls a job in :mod:`labkit.remote._torchrun_job`
-(or another job module: chapter 11's ``labkit.tokens.ranks``),
+(or another job module: chapter 11c's own ``token_ranks``, written by the chapter),
 runs ``python -m torch.distributed.run --nproc-per-node N`` on it as a subprocess (gloo
 backend, a free port on 127.0.0.1), gathers what each rank wrote as JSON, and always
 cleans up: a wall-clock ``timeout`` kills every process group of the launch, so nothing
@@ -37,7 +37,7 @@ from ..errors import LabkitError
 # __mp_main__, and without it every worker would run the job (join the process group) again.
 _STUB = ('from {module} import main\n\n'
          'if __name__ == "__main__":\n    main()\n')
-JOBS = "labkit.remote._torchrun_job"   # chapter 04's jobs; chapter 11's: labkit.tokens.ranks
+JOBS = "labkit.remote._torchrun_job"   # chapter 04's jobs; 11c writes its own
 PATIENT_S = 120  # every collective a peer still joins, however slowly its workers start
 
 

@@ -198,7 +198,7 @@ class ResumableStream(SplitStream):
         """Where this process's iterator stands: enough to continue exactly there.
 
         ``samples_yielded`` is torchdata's word for the count (its batch sampler's key), and
-        :meth:`labkit.tokens.TokenBatches.state_dict` uses it too, with ``seed`` and ``epoch``.
+        Chapter 11c's typed loader keeps the same fields, with ``seed`` and ``epoch``.
         """
         return {"epoch": self.epoch, "samples_yielded": self._yielded, **self.fingerprint()}
 
