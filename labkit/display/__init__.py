@@ -10,7 +10,6 @@ from .plots import (
     plot_heatmap,
     plot_rates,
     plot_shuffle_quality,
-    plot_stages,
     plot_wait_compute,
     plot_worker_memory,
 )
@@ -19,7 +18,6 @@ __all__ = [
     "plot_heatmap",
     "plot_rates",
     "plot_shuffle_quality",
-    "plot_stages",
     "plot_wait_compute",
     "plot_worker_memory",
 ]

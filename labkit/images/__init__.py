@@ -1,4 +1,4 @@
-"""JPEG images: decoders, datasets, augmentation, GPU paths, stage costs (chapters 10, 14).
+"""JPEG images: decoders, datasets, augmentation, GPU paths (chapters 10, 14).
 
 Its public names are reached as ``lk.images.NAME`` (``import labkit as lk``); its
 modules' other names are for labkit and tests.
@@ -15,7 +15,6 @@ from .gpu import (
     steady_rate,
 )
 from .packed import PackedImages, pack_images
-from .stages import stage_breakdown
 
 __all__ = [
     "PackedImages",
@@ -28,6 +27,5 @@ __all__ = [
     "make_augment",
     "nvjpeg_decode",
     "pack_images",
-    "stage_breakdown",
     "steady_rate",
 ]
