@@ -101,23 +101,6 @@ def plot_scaling(workers, measured, ideal, *, title: str, ylabel: str = "samples
     return done(fig)
 
 
-def plot_stages(breakdown, title: str | None = None):
-    """Horizontal bars: microseconds per sample of each pipeline stage (chapter 10)."""
-    items = [(k, v) for k, v in breakdown.per_sample_s.items() if v is not None]
-    names = [k for k, _ in items]
-    us = [v * 1e6 for _, v in items]
-    colors = ["tab:red" if k == breakdown.bottleneck else "tab:blue" for k in names]
-    fig, ax = subplots(figsize=(7, 0.5 * len(items) + 1.4))
-    ax.barh(names, us, color=colors)
-    ax.invert_yaxis()
-    for y, x in enumerate(us):
-        ax.text(x, y, f"  {x:,.0f} us", va="center", fontsize=9)
-    ax.set_xlabel("microseconds per sample (one core)")
-    ax.margins(x=0.25)
-    ax.set_title(title or f"stage costs: {breakdown.bottleneck} bounds the pipeline")
-    return done(fig)
-
-
 def plot_shuffle_quality(results: dict, metric: str = "same_shard_neighbours",
                          reference: float | None = None, title: str | None = None):
     """One line per loader: a shuffle-quality ``metric`` against buffer size (chapter 08).

@@ -1,4 +1,4 @@
-"""JPEG images: decoders, datasets, augmentation, GPU paths, stage costs (chapters 10, 14).
+"""JPEG images: decoders, datasets, augmentation, GPU paths (chapters 10, 14).
 
 Its public names are reached as ``lk.images.NAME`` (``import labkit as lk``); its
 modules' other names are for labkit and tests.
@@ -14,7 +14,6 @@ from .gpu import (
     nvjpeg_decode,
     steady_rate,
 )
-from .stages import stage_breakdown
 
 __all__ = [
     "available_decoders",
@@ -25,6 +24,5 @@ __all__ = [
     "gpu_decode_rate",
     "make_augment",
     "nvjpeg_decode",
-    "stage_breakdown",
     "steady_rate",
 ]
