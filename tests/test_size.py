@@ -22,8 +22,9 @@ PACKAGES = ("labkit", "labkit_tools")
 
 GOALS = {"lines": 9000, "public_names": 40, "one_chapter_names": 10, "modules_on_import": 30,
          "private_imports": 0}
-LIMITS = {"lines": 20000, "public_names": 193, "one_chapter_names": 121,
-          "modules_on_import": 53, "private_imports": 21}
+# issue 46's first step (2026-12-02) took these from 20,027 / 193 / 121 / 141 / 21
+LIMITS = {"lines": 11900, "public_names": 76, "one_chapter_names": 23,
+          "modules_on_import": 47, "private_imports": 0}
 
 
 def source_files() -> list[Path]:
@@ -140,8 +141,7 @@ def test_import_labkit_loads_only_the_panel():
 def test_no_module_imports_another_modules_private_name():
     """A ``_name`` is its module's own (CONTRIBUTING): a second module that needs it makes it
     public in its module (no ``_``), or the two merge."""
-    found = private_imports()
-    assert len(found) <= LIMITS["private_imports"], "\n".join(found)
+    assert not private_imports(), "\n".join(private_imports())
 
 
 if __name__ == "__main__":
