@@ -27,7 +27,7 @@ from labkit.scale import resolve_scale
 from .bench import BENCHMARKS, format_result, record_result, run_benchmark
 from .checkup import doctor, format_doctor
 from .diagnose import run_diagnose
-from .report import baselines, chapter_table, report_format, write_report
+from .report import baselines, chapter_table, comparison, report_format, write_report
 from .runner import run_notebooks
 
 
@@ -68,9 +68,10 @@ def _cmd_run(args) -> int:
 def _cmd_report(args) -> int:
     fmt = report_format(args.out, args.format)  # a bad --out/--format fails before any work
     records = load_records(args.dirs)
+    wide = comparison(records)
     for chapter, base in baselines(records, args.baseline).items():
         print(f"== {chapter} ==\n"
-              f"{chapter_table(records, chapter, base).to_string(index=False)}\n")
+              f"{chapter_table(records, chapter, base, wide).to_string(index=False)}\n")
     path = write_report(args.dirs, args.out, fmt, args.baseline, records=records)
     if fmt == "html":
         print(f"\nreport: {path} (one file, plots inside; open it in a browser)")

@@ -90,11 +90,13 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def chapter_table(records: list[dict], chapter: str, base: str | None) -> pd.DataFrame:
+def chapter_table(records: list[dict], chapter: str, base: str | None,
+                  wide: pd.DataFrame | None = None) -> pd.DataFrame:
     """One chapter's rows as text: its runs' values (``run N`` below each label), then each
     other run's value divided by the baseline's (``run N ÷ run M``)."""
     number = {lb: i for i, lb in enumerate(run_labels(records), 1)}
-    part = comparison(records).query("chapter == @chapter")
+    wide = comparison(records) if wide is None else wide   # pivoted once by write_report
+    part = wide.query("chapter == @chapter")
     runs = [lb for lb in number if lb in part and part[lb].notna().any()]
     out = part[["name", "config", "unit"]].rename(columns={"name": "observation"})
     for lb in runs:
@@ -169,10 +171,10 @@ def environments(records: list[dict]) -> pd.DataFrame:
     return table
 
 
-def plot(records: list[dict], chapter: str | None = None):
+def plot(records: list[dict], chapter: str | None = None, wide: pd.DataFrame | None = None):
     """Horizontal bars, one panel per (chapter, unit), one colour per run; None if a chapter
     has no numbers."""
-    wide = comparison(records)
+    wide = comparison(records) if wide is None else wide
     if chapter is not None:
         wide = wide[wide.chapter == chapter]
     labels = [c for c in wide.columns if c not in KEYS]
@@ -249,6 +251,7 @@ def write_report(dirs, out=None, fmt: str | None = None, baseline: str | None = 
     env.index = [f"{k} ≠" if d else k for k, d in zip(env.index, env.pop("differs"),
                                                          strict=True)]
     chapters = list(dict.fromkeys(r["chapter"] for r in records))
+    wide = comparison(records)   # every run's observations pivoted once, for every chapter
     intro = (f"{len(records)} checkpoint records from {', '.join(folders)}; written "
              f"{datetime.now(UTC):%Y-%m-%d %H:%M UTC}. Facts marked ≠ differ between the "
              "machines: that is where a difference is traced. `run N ÷ run M`: run N's value "
@@ -258,13 +261,13 @@ def write_report(dirs, out=None, fmt: str | None = None, baseline: str | None = 
         intro += f" All {len(records)} runs report the same environment."
     if fmt == "md":
         png = out.with_suffix(".png")
-        plot(records).savefig(png, dpi=110)
+        plot(records, wide=wide).savefig(png, dpi=110)
         lines = ["# labkit report", "", intro, "", "## Runs", "", *_md_table(runs), "",
                  "## Environments", "", *_md_table(env.rename_axis("fact").reset_index())]
         for ch in chapters:
             lines += ["", f"### {ch}", "", *(f"**Note:** {w}." for w in
                                              chapter_warnings(records, ch)),
-                      *_md_table(chapter_table(records, ch, base[ch]))]
+                      *_md_table(chapter_table(records, ch, base[ch], wide))]
         lines += ["", "## Plot", "", f"![observations per run]({png.name})", ""]
     else:
         def e(text):
@@ -278,8 +281,8 @@ def write_report(dirs, out=None, fmt: str | None = None, baseline: str | None = 
         for ch in chapters:
             lines += [f"<h3>{e(ch)}</h3>", *(f"<p>⚠ {e(w)}.</p>" for w in
                                               chapter_warnings(records, ch)),
-                      chapter_table(records, ch, base[ch]).to_html(index=False)]
-            if (fig := plot(records, ch)) is not None:
+                      chapter_table(records, ch, base[ch], wide).to_html(index=False)]
+            if (fig := plot(records, ch, wide)) is not None:
                 data = base64.b64encode(png_bytes(fig, 96)).decode("ascii")
                 lines.append(f'<img alt="{e(ch)}" src="data:image/png;base64,{data}">')
         lines.append("</body></html>")
