@@ -10,8 +10,8 @@ import pytest
 from torch.utils.data import DataLoader
 
 import labkit as lk
-from labkit.formats.hdf5rows import write_hdf5
-from labkit.formats.lmdbrows import write_lmdb
+from labkit.formats.hdf5rows import Hdf5Rows, write_hdf5
+from labkit.formats.lmdbrows import LmdbRows, write_lmdb
 
 SAMPLES = 48
 
@@ -36,7 +36,7 @@ def _value(rows, k: int) -> bytes:
 @pytest.mark.parametrize("fmt", ["lmdb", "hdf5"])
 def test_lmdb_and_hdf5_rows_hold_the_bytes_and_survive_fork_after_a_parent_read(
         written, jpegs, fmt):
-    rows = {"lmdb": lk.formats.LmdbRows, "hdf5": lk.formats.Hdf5Rows}[fmt](written[fmt])
+    rows = {"lmdb": LmdbRows, "hdf5": Hdf5Rows}[fmt](written[fmt])
     assert len(rows) == SAMPLES
     assert _value(rows, 0) == jpegs[0]   # the parent reads first (a notebook does)
     got = sorted(int(i) for _, i in DataLoader(rows, batch_size=None, num_workers=2,
@@ -50,10 +50,10 @@ def test_lmdb_and_hdf5_rows_name_the_file_when_it_is_broken(written, tmp_path):
 
     short = lk.damaged_copy(written["hdf5"], tmp_path / "short.h5", "truncate")
     with pytest.raises(lk.DataFormatError, match="short.h5: is truncated"):
-        lk.formats.Hdf5Rows(short)
+        Hdf5Rows(short)
     gone = tmp_path / "gone.lmdb"
     shutil.copytree(written["lmdb"], gone)
     with lmdb.open(str(gone), map_size=1 << 26) as env, env.begin(write=True) as txn:
         txn.delete(b"00000003")
     with pytest.raises(lk.DataFormatError, match="gone.lmdb: sample 3 is missing"):
-        lk.formats.LmdbRows(gone)[3]
+        LmdbRows(gone)[3]
