@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import LabkitError
+from . import facilities
 from .facilities import ptrace_scope
 
 #: ``{name: check}``: every check ``status`` can run, filled by :func:`check` at import.
@@ -77,17 +78,21 @@ def status(name: str, **options) -> tuple[bool, str]:
     """``(True, what is here)`` if the optional library or device ``name`` can be used, else
     ``(False, why not and what to install)``; never raises for a known name.
 
-    Introduced in chapter 09 (``lk.status("cuda")``). ``options`` go to the check
+    Introduced in chapter 02 (``lk.status("fadvise")``: the Linux-only facilities of
+    :mod:`labkit.facilities` answer here too) and 09 (``lk.status("cuda")``). ``options`` go to the check
     (``device="cuda:1"`` for ``"cuda"``, ``"gpu_decode"``, ``"kornia_gpu"``, ``"dali"``,
     ``"media_gpu"``). An unknown ``name`` raises :class:`~labkit.LabkitError` that lists the
     known names.
     """
+    if name in facilities.WHY:     # a Linux-only facility (``"fadvise"``, ``"proc"``, ...)
+        return (True, f"{name}: here") if facilities.has(name) else (
+            False, facilities.why_not(name))
     if name not in _CHECKS and name in HOMES:
         importlib.import_module(HOMES[name])   # registers it
     probe = _CHECKS.get(name)
     if probe is None:
         raise LabkitError(f"no check named {name!r}; the known ones: "
-                          f"{', '.join(sorted({*_CHECKS, *HOMES}))}")
+                          f"{', '.join(sorted({*_CHECKS, *HOMES, *facilities.WHY}))}")
     return probe(**options)
 
 

@@ -66,3 +66,10 @@ def test_worker_memory_without_pss_keeps_uss(hidden):
     trace = lk.instruments.worker_memory(loader, every=2)
     assert trace.uss and not trace.pss
     assert np.isnan(trace.mean_growth("pss")) and "PSS" not in trace.summary()
+
+
+def test_a_chapter_asks_lk_status_which_says_why_not(hidden):
+    ok, why = lk.status("fadvise")
+    assert not ok and why == facilities.why_not("fadvise")
+    with pytest.raises(lk.LabkitError, match="fadvise"):   # the known names listed
+        lk.status("fadvice")

@@ -82,7 +82,7 @@ def test_status_is_a_reason_not_an_exception(name):
 
 def test_an_unknown_name_lists_the_known_ones():
     with pytest.raises(lk.LabkitError, match=r"no check named 'cdua'; the known ones: "
-                                             r"array_record, cuda, dali, .*torchvision"):
+                                             r"affinity, array_record, cuda, dali, .*torchvision"):
         lk.status("cdua")
 
 

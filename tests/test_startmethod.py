@@ -101,7 +101,7 @@ def test_start_methods_collects_each_notebook_once_more_under_each_method(tmp_pa
 FACILITY_CELL = ("# NBVAL_CHECK_OUTPUT\n"
                  "import os\n"
                  "import labkit as lk\n"
-                 "print(hasattr(os, 'posix_fadvise'), lk.facilities.has('pss'))")
+                 "print(hasattr(os, 'posix_fadvise'), lk.status('pss')[0])")
 HIDDEN_PROBE = ("import multiprocessing as mp, os, pathlib\n"
                 "import labkit as lk\n"
                 "pathlib.Path(os.environ['PROBE_OUT'], '%s-%s-%s' % (\n"
