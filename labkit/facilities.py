@@ -20,7 +20,8 @@ dev_shm       ``/dev/shm`` (what torch's worker         macOS: POSIX shm objects
               hand-over fills; Docker's 64 MiB)         to look at or size
 ============  =======================================  ======================================
 
-:func:`has` answers for this process; a chapter asks ``lk.status("fadvise")`` (``(ok, why)``). ``LABKIT_HIDE_LINUX=1`` in the environment makes it
+:func:`has` answers for this process; a chapter asks ``lk.status("fadvise")`` (``(ok,
+why)``). ``LABKIT_HIDE_LINUX=1`` in the environment makes it
 answer False for all six on Linux too: CI's ``[macos]`` copy of every chapter runs so
 (spawn, as macOS's default, and ``tests/startmethod/sitecustomize.py`` also removes
 ``os.posix_fadvise``, ``os.sched_getaffinity`` and psutil's ``pss``), which is how a Linux

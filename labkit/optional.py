@@ -32,8 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .errors import LabkitError
 from . import facilities
+from .errors import LabkitError
 from .facilities import ptrace_scope
 
 #: ``{name: check}``: every check ``status`` can run, filled by :func:`check` at import.
@@ -79,7 +79,8 @@ def status(name: str, **options) -> tuple[bool, str]:
     ``(False, why not and what to install)``; never raises for a known name.
 
     Introduced in chapter 02 (``lk.status("fadvise")``: the Linux-only facilities of
-    :mod:`labkit.facilities` answer here too) and 09 (``lk.status("cuda")``). ``options`` go to the check
+    :mod:`labkit.facilities` answer here too) and 09 (``lk.status("cuda")``).
+    ``options`` go to the check
     (``device="cuda:1"`` for ``"cuda"``, ``"gpu_decode"``, ``"kornia_gpu"``, ``"dali"``,
     ``"media_gpu"``). An unknown ``name`` raises :class:`~labkit.LabkitError` that lists the
     known names.
