@@ -1,4 +1,4 @@
-"""Optional libraries: is one here, and if not, why and what to install (ch. 09, 10, 12-16).
+"""Optional libraries: is one here, and if not, why and what to install (ch. 02, 03, 09-16).
 
 ``lk.status(name)`` is the one way a chapter asks: ``lk.status("cuda")``,
 ``lk.status("lance")``, ... return ``(ok, reason)``. Each check is registered by name with
