@@ -95,7 +95,7 @@ def check_resume(make: Callable, stops=(3, 2), *, name: str = "loader", ids_of=i
 
     ``make()`` returns a fresh stateful loader (a restart); ``state_of(loader)`` and
     ``load_state(loader, state)`` default to its ``state_dict`` / ``load_state_dict``.
-    Returns the :class:`labkit.ResumeTrial` (its ``table()`` counts lost/duplicated ids).
+    Returns the ``lk.resume_trial`` result (its ``table()`` counts lost/duplicated ids).
     """
     from labkit.instruments.resume import resume_trial
 

@@ -5,6 +5,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 import labkit as lk
 from labkit.data.faults import damage
+from labkit.instruments.audits import worker_tag
 
 
 def test_exactly_once():
@@ -54,13 +55,13 @@ class _Tagged(IterableDataset):
     """The trap: every worker yields every id."""
 
     def __iter__(self):
-        tag = lk.instruments.worker_tag()
+        tag = worker_tag()
         for i in range(6):
             yield tag, i
 
 
 def test_worker_tag_in_workers():
-    assert lk.instruments.worker_tag() == "main"
+    assert worker_tag() == "main"
     loader = DataLoader(_Tagged(), batch_size=None, num_workers=2, timeout=30)
     a = lk.audit([(t, i) for t, i in loader], 6)
     assert sorted(a.per_source) == ["worker0", "worker1"] and a.duplicates == 6
@@ -70,11 +71,11 @@ def test_worker_tag_reads_rank(monkeypatch):
     """torchrun sets RANK and WORLD_SIZE; the label is the streams' own (Place.source)."""
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert lk.instruments.worker_tag() == "rank1/main"
+    assert worker_tag() == "rank1/main"
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")
     # one rank: no rank prefix, as every stream labels it
-    assert lk.instruments.worker_tag() == "main"
+    assert worker_tag() == "main"
 
 
 @pytest.mark.parametrize("how", ["truncate", "flip", "zero", "delete"])

@@ -60,12 +60,9 @@ def test_cold_reads_and_the_memory_cap_refuse_without_them(hidden, tmp_path):
     assert 0.0 <= lk.instruments.page_cache_residency(path) <= 1.0
 
 
-def test_worker_memory_without_pss_keeps_uss(hidden):
-    loader = DataLoader(range(64), batch_size=8, num_workers=1, timeout=60,
-                        multiprocessing_context="fork" if LINUX else None)
-    trace = lk.instruments.worker_memory(loader, every=2)
-    assert trace.uss and not trace.pss
-    assert np.isnan(trace.mean_growth("pss")) and "PSS" not in trace.summary()
+def test_pss_hidden_leaves_uss(hidden):   # chapter 03b then shows USS alone
+    ok, why = lk.status("pss")
+    assert not ok and why.endswith("USS only")
 
 
 def test_a_chapter_asks_lk_status_which_says_why_not(hidden):

@@ -77,7 +77,7 @@ from labkit.data.faults import damage
 from labkit.errors import FixtureError
 from labkit.images.folder import skip_collate
 from labkit.loading.loaders import worker_processes
-from labkit.streams.tarshards import index_shard
+from labkit.streams.tarshards import TarShardStream, index_shard
 
 pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
 
@@ -149,7 +149,7 @@ def _raised(exc_type, fn, *args, match: str | None = None) -> str:
 
 def test_truncated_tar_kit_stream_names_shard_and_sizes(cut_tar):
     bad, size, member, need, whole, _ = cut_tar
-    loader = DataLoader(lk.streams.TarShardStream(bad.parent, shuffle_shards=False), batch_size=32,
+    loader = DataLoader(TarShardStream(bad.parent, shuffle_shards=False), batch_size=32,
                         num_workers=2, timeout=30)
     msg = _raised(lk.DataFormatError, epoch_ids, loader)
     assert (f"{bad}: the shard is truncated ({size} bytes, member {member} needs {need}); "
@@ -489,7 +489,7 @@ def test_worker_hang_ends_at_the_timeout_and_del_it_leaves_no_worker():
 
 @pytest.mark.parametrize("context", ["spawn", "forkserver"])
 def test_start_method_kit_stream_exactly_once(wds_fx, context):
-    loader = DataLoader(lk.streams.TarShardStream(wds_fx, seed=0, buffer_size=16), batch_size=64,
+    loader = DataLoader(TarShardStream(wds_fx, seed=0, buffer_size=16), batch_size=64,
                         num_workers=2, timeout=60, multiprocessing_context=context)
     result = lk.audit(epoch_ids(loader), wds_fx.samples)
     assert result.ok, result.table()
@@ -563,7 +563,7 @@ def test_interrupt_mid_epoch_then_resume_loses_and_repeats_nothing(wds_fx, who, 
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     def make():
-        return StatefulDataLoader(lk.streams.TarShardStream(wds_fx, seed=3, buffer_size=64),
+        return StatefulDataLoader(TarShardStream(wds_fx, seed=3, buffer_size=64),
                                   batch_size=32, num_workers=2, timeout=30)
 
     reference = epoch_ids(make())

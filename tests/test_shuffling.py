@@ -53,8 +53,3 @@ def test_empty_order_is_an_error():
     with pytest.raises(ValueError):
         displacement([])
 
-
-def test_plot_returns_a_figure():
-    fig = lk.display.plot_shuffle_quality({"a": [(0, {"same_shard_neighbours": 1.0}),
-                                         (10, {"same_shard_neighbours": 0.5})]}, reference=0.25)
-    assert fig.axes[0].get_xscale() == "log"

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from .plots import (
     plot_rates,
-    plot_shuffle_quality,
     plot_wait_compute,
 )
 
 __all__ = [
     "plot_rates",
-    "plot_shuffle_quality",
     "plot_wait_compute",
 ]

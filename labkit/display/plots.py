@@ -100,24 +100,3 @@ def plot_scaling(workers, measured, ideal, *, title: str, ylabel: str = "samples
     ax.set_title(title)
     return done(fig)
 
-
-def plot_shuffle_quality(results: dict, metric: str = "same_shard_neighbours",
-                         reference: float | None = None, title: str | None = None):
-    """One line per loader: a shuffle-quality ``metric`` against buffer size (chapter 08).
-
-    Args:
-        results: ``{loader name: [(buffer_size, lk.instruments.shuffle_quality(...) dict), ...]}``.
-        reference: a horizontal line, e.g. the metric's value for a full permutation.
-    """
-    fig, ax = subplots(figsize=(7, 4))
-    for name, points in results.items():
-        xs = [max(1, b) for b, _ in points]
-        ax.plot(xs, [q[metric] for _, q in points], marker="o", label=name)
-    if reference is not None:
-        ax.axhline(reference, color="grey", linestyle="--", label="full permutation")
-    ax.set_xscale("log")
-    ax.set_xlabel("shuffle buffer size (samples; 1 = no buffer)")
-    ax.set_ylabel(metric.replace("_", " "))
-    ax.set_title(title or f"shuffle quality: {metric.replace('_', ' ')}")
-    ax.legend(fontsize=8)
-    return done(fig)

@@ -58,11 +58,10 @@ def deliveries(loader) -> list[tuple[str, list[int]]]:
 
 
 def worker_tag() -> str:
-    """Where the calling code runs: ``main``, ``worker1``, ``rank1/worker0`` (ch. 03-04).
+    """Where the calling code runs: ``main``, ``worker1``, ``rank1/worker0`` (``thread_pools``).
 
-    Call it inside a dataset's ``__getitem__``/``__iter__`` to label what each worker
-    delivered. The rank (shown when there is more than one) comes from an initialised
-    ``torch.distributed``, else ``RANK``/``WORLD_SIZE``: the streams' own label, one rule.
+    Chapter 03 types its own from ``get_worker_info()``. The rank (shown when there is more
+    than one) comes from ``torch.distributed``, else ``RANK``/``WORLD_SIZE``, as the streams'.
     """
     return current_split().source
 

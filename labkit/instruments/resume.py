@@ -49,9 +49,20 @@ class ResumeTrial:
         return all(r.ok for r in self.runs)
 
     def rows(self) -> list[dict]:
-        return [{"loader": self.name, "run": r.name, "delivered": len(r.ids), "lost": r.lost,
-                 "duplicated": r.duplicated, "same_order": r.same_order, "error": r.error}
-                for r in self.runs]
+        """One dict a run, for a table of several trials (``pd.DataFrame``). ``verdict``
+        (``exact``, ``loses``, ``duplicates``, both, and an error's type without its message)
+        is what a checked cell can pin: how many samples a library loses depends on its
+        version and the seed."""
+        out = []
+        for r in self.runs:
+            verdict = " and ".join(w for w, n in (("loses", r.lost),
+                                                   ("duplicates", r.duplicated)) if n)
+            error = r.error.split(":")[0] if r.error else None
+            out.append({"loader": self.name, "run": r.name, "delivered": len(r.ids),
+                        "lost": r.lost, "duplicated": r.duplicated, "same_order": r.same_order,
+                        "verdict": (verdict or "exact") + (f" ({error})" if error else ""),
+                        "error": r.error})
+        return out
 
     def as_observations(self, name: str | None = None, config: dict | None = None) -> list:
         """Observations for a checkpoint record (``ckpt.add(trial)``): samples ``lost`` and
@@ -66,40 +77,17 @@ class ResumeTrial:
                      "config": cfg, "note": None}]
         return obs
 
-    def table(self, header: bool = True) -> str:
-        """Fixed-width, deterministic for a deterministic loader."""
-        return format_resume_table([self], header=header)
+    def table(self) -> str:
+        """Fixed-width, deterministic for a deterministic loader (``print(trial)``)."""
+        columns = {"loader": "<", "run": "<", "delivered": ">", "lost": ">", "duplicated": ">",
+                   "same order": "<"}
+        cells = [[r["loader"], r["run"], r["delivered"], r["lost"], r["duplicated"],
+                  ("yes" if r["same_order"] else "no")
+                  + (f"  ({r['error']})" if r["error"] else "")] for r in self.rows()]
+        return text_table(columns, cells, rule=True)
 
     def __str__(self) -> str:
         return self.table()
-
-
-def format_resume_table(trials, header: bool = True, counts: bool = True) -> str:
-    """One table for several :class:`ResumeTrial` s (the chapter 08 resume table).
-
-    ``counts=False`` gives each run's verdict instead of its counts (``exact``, ``loses``,
-    ``duplicates``, or both) and an error's type without its message: what a checked cell
-    can pin, since how many samples a library loses depends on its version and the seed.
-    """
-    rows = [row for t in trials for row in t.rows()]
-    if counts:
-        columns = {"loader": "<", "run": "<", "delivered": ">", "lost": ">", "duplicated": ">",
-                   "same order": "<"}
-    else:  # least widths: the layout chapters 07 and 08 check
-        columns = {"loader": "<", "run": "<14", "every sample once": "<20", "same order": "<"}
-    cells = []
-    for r in rows:
-        if counts:
-            middle = [r["delivered"], r["lost"], r["duplicated"]]
-            error = r.get("error")
-        else:
-            verdict = " and ".join(w for w, n in (("loses", r["lost"]),
-                                                   ("duplicates", r["duplicated"])) if n)
-            middle = [verdict or "exact"]
-            error = r["error"].split(":")[0] if r.get("error") else None
-        cells.append([r["loader"], r["run"], *middle,
-                      ("yes" if r["same_order"] else "no") + (f"  ({error})" if error else "")])
-    return text_table(columns, cells, header=header, rule=True)
 
 
 def _roundtrip(state):
@@ -176,8 +164,7 @@ def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loade
 
     Args:
         make: returns a fresh loader (a new "process" after a restart): an iterable of
-            batches that has state (``StatefulDataLoader``, an HF ``IterableDataset``, a
-            :class:`~labkit.TarShardStream` iterated directly).
+            batches that has state (``StatefulDataLoader``, an HF ``IterableDataset``).
         stops: batches before each interruption: ``(3, 2)`` stops after batch 3 (resumed
             once), and for resumed twice also 2 batches after the first resume.
         state_of, load_state: how to save and restore (default: the loader's own

@@ -1,4 +1,4 @@
-"""Streams split across ranks x workers: one split base, array shards, tar shards (ch. 03-08).
+"""Streams split across ranks x workers: one split base, array shards, tar shards (ch. 03-05).
 
 Its public names are reached as ``lk.streams.NAME`` (``import labkit as lk``); its
 modules' other names are for labkit and tests.
@@ -7,9 +7,7 @@ modules' other names are for labkit and tests.
 from __future__ import annotations
 
 from .arrays import ShardStream
-from .tarshards import TarShardStream
 
 __all__ = [
     "ShardStream",
-    "TarShardStream",
 ]

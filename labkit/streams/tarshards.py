@@ -1,7 +1,8 @@
-"""A resumable stream over WebDataset tar shards: the kit's own streaming dataset (chapters 06, 08).
+"""A resumable stream over tar shards, what chapters 06-08's libraries do: the fault-matrix tests'.
 
-:class:`TarShardStream` is what the libraries of chapters 06-07 do, small enough to read in one
-sitting: shards are split over ``rank x worker`` slots, shuffled per epoch at shard level and
+:class:`TarShardStream` (``labkit.streams.tarshards``, not a public name: chapter 08 types its
+own ``ResumableIds``) is what the libraries of chapters 06-07 do, small enough to read:
+shards are split over ``rank x worker`` slots, shuffled per epoch at shard level and
 through a buffer, and read with plain :mod:`tarfile`. Its one trick makes resume exact: the
 order of an epoch is a pure function of ``(seed, epoch, slot)`` computed from sample
 *positions* (shard, index) before any byte is read, so a checkpoint only needs how many
@@ -22,7 +23,6 @@ import torch
 
 from ..data.fixtures import source_files
 from ..errors import DataFormatError
-from .buffer import shuffle_buffer
 from .split import Place, ResumableStream
 
 
@@ -89,11 +89,6 @@ class split_by_rank:  # noqa: N801 - used like webdataset's split_by_node functi
 
     def __repr__(self) -> str:
         return f"split_by_rank({self.rank}, {self.world_size})"
-
-
-def buffer_order(positions: list, buffer_size: int, rng: np.random.Generator) -> list:
-    """The order a shuffle buffer of ``buffer_size`` gives a list (:func:`shuffle_buffer`)."""
-    return list(shuffle_buffer(positions, buffer_size, rng))
 
 
 class TarShardStream(ResumableStream):
