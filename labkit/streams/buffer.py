@@ -1,14 +1,8 @@
-"""The one shuffle buffer of the kit's streams: tar shards, shards in a bucket (ch. 08, 14).
+"""The shuffle buffer of the kit's resumable stream (chapter 08 types the same by hand).
 
-The random-replacement buffer as a plain generator: fill a buffer of ``buffer_size`` items;
-then for every new item emit a random buffered one and put the new one in its place; at the
-end drain the buffer in random order. Chapter 08 writes it by hand; the libraries use
-variants (webdataset's ``shuffle`` swaps the pick with the last item and waits for
-``initial`` items; ``datasets`` 5.2 permutes a full buffer and keeps half). An item leaves
-at most ``buffer_size - 1`` places early, and arbitrarily late: the shuffle is only as good
-as the buffer is large against a shard (chapter 08 measures it). The random numbers come
-from the caller's generator, so a stream that seeds it by ``(seed, epoch, slot)`` gets the
-same order every time it replays.
+Random replacement: fill ``buffer_size`` items, then emit a random buffered one for each new
+one and put the new one in its place; drain at the end. The random numbers come from the
+caller's generator, so a stream seeded by ``(seed, epoch, slot)`` replays the same order.
 """
 
 from __future__ import annotations
