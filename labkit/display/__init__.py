@@ -9,11 +9,9 @@ from __future__ import annotations
 from .plots import (
     plot_rates,
     plot_shuffle_quality,
-    plot_wait_compute,
 )
 
 __all__ = [
     "plot_rates",
     "plot_shuffle_quality",
-    "plot_wait_compute",
 ]
