@@ -8,12 +8,13 @@ from torch.utils.data import DataLoader
 
 import labkit as lk
 import labkit_tools as lt
+from labkit.instruments.tuning import WorkDataset
 from labkit.profiling.timeline import close_log, record_timeline, timed_loader
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_timeline_has_every_batch_once_from_the_right_worker(num_workers):
-    loader = DataLoader(lk.instruments.WorkDataset(96, ms=0.2), batch_size=8,
+    loader = DataLoader(WorkDataset(96, ms=0.2), batch_size=8,
                         num_workers=num_workers,
                         timeout=60 if num_workers else 0)  # torch: none without workers
     tl = record_timeline(loader, step=lk.simulated_step(1), max_batches=10)
@@ -31,7 +32,7 @@ def test_timeline_has_every_batch_once_from_the_right_worker(num_workers):
 
 
 def test_timeline_of_a_loader_bound_loop_waits_and_of_a_step_bound_one_does_not():
-    ds = lk.instruments.WorkDataset(200, ms=2.0, kind="sleep")   # 16 ms a batch
+    ds = WorkDataset(200, ms=2.0, kind="sleep")   # 16 ms a batch
     loader = DataLoader(ds, batch_size=8)
     slow_loader = record_timeline(loader, step=lk.simulated_step(1.6), max_batches=8)
     slow_step = record_timeline(loader, step=lk.simulated_step(160), max_batches=4,
@@ -79,7 +80,7 @@ def test_bench_profiling_runs_tiny():
 def test_close_log_closes_the_file_a_main_process_timeline_kept_open(tmp_path):
     import os
 
-    plain = DataLoader(lk.instruments.WorkDataset(16, ms=0.0), batch_size=8)
+    plain = DataLoader(WorkDataset(16, ms=0.0), batch_size=8)
     stamped = timed_loader(plain, str(tmp_path))
     assert len(list(stamped)) == 2
     fds = set(os.listdir("/proc/self/fd"))

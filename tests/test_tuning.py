@@ -9,12 +9,12 @@ import pytest
 from torch.utils.data import DataLoader
 
 import labkit as lk
-from labkit.instruments.tuning import suggest_loader
+from labkit.instruments.tuning import WorkDataset, suggest_loader
 from tests.contracts import check_exactly_once, check_lazy_equals_eager
 
 
 def test_work_dataset_exactly_once_and_values():
-    ds = lk.instruments.WorkDataset(48, ms=0.0, features=4)
+    ds = WorkDataset(48, ms=0.0, features=4)
     sampler = __import__("torch").utils.data.distributed.DistributedSampler
 
     def make(rank, world_size, num_workers):
@@ -29,9 +29,9 @@ def test_work_dataset_exactly_once_and_values():
 
 def test_work_dataset_bad_args():
     with pytest.raises(ValueError, match="kind must be"):
-        lk.instruments.WorkDataset(4, kind="spin")
+        WorkDataset(4, kind="spin")
     with pytest.raises(IndexError):
-        lk.instruments.WorkDataset(4, ms=0)[4]
+        WorkDataset(4, ms=0)[4]
 
 
 def test_suggest_enough_workers_with_headroom():

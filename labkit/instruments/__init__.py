@@ -12,11 +12,9 @@ from .memory import worker_memory
 from .pagecache import page_cache_residency
 from .resume import ResumeTrial, format_resume_table
 from .shuffling import shard_of_bounds, shuffle_quality
-from .tuning import WorkDataset
 
 __all__ = [
     "ResumeTrial",
-    "WorkDataset",
     "format_resume_table",
     "page_cache_residency",
     "run_capped",

@@ -1,8 +1,7 @@
-"""A workload of known cost and a num_workers hint (chapters 09 and 13; ``labkit bench``).
+"""The workload of known cost and the num_workers hint ``labkit bench`` uses (ch. 09, 09c).
 
-:class:`WorkDataset` costs exactly ``ms`` milliseconds per sample, so worker scaling can be
-measured against a known answer. :func:`suggest_loader` is the arithmetic chapter 09c types,
-kept here for ``labkit bench prefetch``.
+Chapter 09 types :class:`WorkDataset` and 09c :func:`suggest_loader`'s arithmetic; the
+``prefetch`` and ``profiling`` benchmarks (and the tests) import these copies.
 """
 
 from __future__ import annotations
@@ -18,13 +17,8 @@ from ..facilities import usable_cores
 
 
 class WorkDataset(Dataset):
-    """``n`` samples that each cost ``ms`` milliseconds to produce (chapter 09).
-
-    ``kind="busy"`` spins for ``ms`` of CPU time (holds the GIL: decode, augmentation,
-    parsing; on a contended core it takes longer in wall time, like real work);
-    ``kind="sleep"`` waits without using a core (network, a slow disk). Sample ``i`` is
-    ``(features, i)`` with ``features`` a float32 tensor of ``features`` values.
-    """
+    """``n`` samples that each cost ``ms`` milliseconds: ``"busy"`` spins on CPU time (holds
+    the GIL, like a decode), ``"sleep"`` waits without a core. Sample ``i``: ``(features, i)``."""
 
     def __init__(self, n: int, ms: float = 5.0, kind: str = "busy", features: int = 64):
         if kind not in ("busy", "sleep"):
