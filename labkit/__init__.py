@@ -17,9 +17,9 @@ module importing only its own layer or the one before, at the top of the file
    resume trials), ``remote`` (the loopback HTTP server, torchrun from a notebook),
    ``display`` (dashboard, plots), ``records`` (checkpoint, machine).
 2. What is left of a chapter's own topic, where it is an instrument: ``tokens`` (11: the
-   corpus fixture), ``formats`` (12: the bake-off's LMDB/HDF5 rows), ``profiling`` (13: the
-   per-batch timeline), ``objstore`` (14: the loopback S3 store), ``media`` (15: the video
-   and audio fixtures, the decoder checks).
+   corpus fixture), ``formats`` (12: the bake-off's LMDB/HDF5 rows), ``profiling`` (13b: the
+   per-batch timeline ``labkit diagnose`` draws), ``objstore`` (14: the loopback S3 store),
+   ``media`` (15: the video and audio fixtures, the decoder checks).
 
 The tools are not here: ``labkit_tools`` (the ``labkit`` command, ``labkit run``, the report,
 the named benchmarks, ``labkit doctor``, ``labkit diagnose``) imports labkit, never the other

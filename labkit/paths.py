@@ -1,4 +1,4 @@
-"""Where the kit keeps things: fixture specs, generated data, records, runs, notebooks (ch. 00, 13).
+"""Where the kit keeps things: fixture specs, data, records, runs, notebooks (every chapter).
 
 Every location can be moved with an environment variable, so a workshop can put data on
 a fast local disk and CI can point records at a scratch folder.
@@ -52,8 +52,6 @@ def chapter_of(stem: str) -> str:
 
 
 def runs_dir() -> Path:
-    """Where ``labkit run`` puts executed notebooks and records, and chapter 13 its traces
-    (git-ignored; LABKIT_RUNS overrides)."""
+    """Where ``labkit run`` puts executed notebooks and records (git-ignored; LABKIT_RUNS
+    overrides)."""
     return _env_path("LABKIT_RUNS", REPO_ROOT / "runs")
-
-__all__ = ["runs_dir"]

@@ -1,4 +1,4 @@
-"""Chapter 13's instrument: the per-batch timeline (and the profiling benchmark)."""
+"""The per-batch timeline ``labkit diagnose`` draws, and the profiling benchmark (ch. 13b)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from torch.utils.data import DataLoader
 
 import labkit as lk
 import labkit_tools as lt
-from labkit.profiling.timeline import close_log, timed_loader
+from labkit.instruments.tuning import WorkDataset
+from labkit.profiling.timeline import close_log, record_timeline, timed_loader
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_timeline_has_every_batch_once_from_the_right_worker(num_workers):
-    loader = DataLoader(lk.instruments.WorkDataset(96, ms=0.2), batch_size=8,
+    loader = DataLoader(WorkDataset(96, ms=0.2), batch_size=8,
                         num_workers=num_workers,
                         timeout=60 if num_workers else 0)  # torch: none without workers
-    tl = lk.profiling.record_timeline(loader, step=lk.simulated_step(1), max_batches=10)
+    tl = record_timeline(loader, step=lk.simulated_step(1), max_batches=10)
     assert [r["batch"] for r in tl.loop] == list(range(10))
     made = [b["batch"] for b in tl.batches]
     assert made[:10] == list(range(10)) and len(set(made)) == len(made)
@@ -31,11 +32,11 @@ def test_timeline_has_every_batch_once_from_the_right_worker(num_workers):
 
 
 def test_timeline_of_a_loader_bound_loop_waits_and_of_a_step_bound_one_does_not():
-    ds = lk.instruments.WorkDataset(200, ms=2.0, kind="sleep")   # 16 ms a batch
+    ds = WorkDataset(200, ms=2.0, kind="sleep")   # 16 ms a batch
     loader = DataLoader(ds, batch_size=8)
-    slow_loader = lk.profiling.record_timeline(loader, step=lk.simulated_step(1.6), max_batches=8)
-    slow_step = lk.profiling.record_timeline(loader, step=lk.simulated_step(160), max_batches=4,
-                                   num_workers=2)
+    slow_loader = record_timeline(loader, step=lk.simulated_step(1.6), max_batches=8)
+    slow_step = record_timeline(loader, step=lk.simulated_step(160), max_batches=4,
+                                num_workers=2)
     assert slow_loader.wait_fraction > 0.5
     assert slow_step.wait_fraction < 0.2
     # the hand-over leaves out queue time: a step-bound loop's batches waited in the queue
@@ -53,7 +54,7 @@ def test_timeline_of_an_iterable_dataset():
         def __iter__(self):
             return (torch.zeros(4) for _ in range(40))
 
-    tl = lk.profiling.record_timeline(DataLoader(Stream(), batch_size=8), max_batches=10)
+    tl = record_timeline(DataLoader(Stream(), batch_size=8), max_batches=10)
     assert len(tl.loop) == 5 and len(tl.batches) == 5
 
 
@@ -79,7 +80,7 @@ def test_bench_profiling_runs_tiny():
 def test_close_log_closes_the_file_a_main_process_timeline_kept_open(tmp_path):
     import os
 
-    plain = DataLoader(lk.instruments.WorkDataset(16, ms=0.0), batch_size=8)
+    plain = DataLoader(WorkDataset(16, ms=0.0), batch_size=8)
     stamped = timed_loader(plain, str(tmp_path))
     assert len(list(stamped)) == 2
     fds = set(os.listdir("/proc/self/fd"))

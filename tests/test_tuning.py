@@ -1,5 +1,5 @@
-"""instruments.tuning: cores and thread pools (chapter 00), the known-cost workload and the
-num_workers suggestion (chapter 09)."""
+"""instruments.tuning: the known-cost workload (chapters 09, 13) and the num_workers
+suggestion ``labkit bench prefetch`` makes (chapter 09c types its own)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import pytest
 from torch.utils.data import DataLoader
 
 import labkit as lk
+from labkit.instruments.tuning import WorkDataset, suggest_loader
 from tests.contracts import check_exactly_once, check_lazy_equals_eager
 
 
 def test_work_dataset_exactly_once_and_values():
-    ds = lk.instruments.WorkDataset(48, ms=0.0, features=4)
+    ds = WorkDataset(48, ms=0.0, features=4)
     sampler = __import__("torch").utils.data.distributed.DistributedSampler
 
     def make(rank, world_size, num_workers):
@@ -28,15 +29,15 @@ def test_work_dataset_exactly_once_and_values():
 
 def test_work_dataset_bad_args():
     with pytest.raises(ValueError, match="kind must be"):
-        lk.instruments.WorkDataset(4, kind="spin")
+        WorkDataset(4, kind="spin")
     with pytest.raises(IndexError):
-        lk.instruments.WorkDataset(4, ms=0)[4]
+        WorkDataset(4, ms=0)[4]
 
 
 def test_suggest_enough_workers_with_headroom():
-    s = lk.instruments.suggest_loader(worker_batches_per_s=10, step_batches_per_s=25, cores=8)
+    s = suggest_loader(worker_batches_per_s=10, step_batches_per_s=25, cores=8)
     assert s.num_workers == 3 and s.limited_by == "step"  # 25 x 1.2 / 10 = 3.0
-    assert s.capacity_ratio == pytest.approx(30 / 25)
+    assert s.expected_capacity == pytest.approx(30)
     assert s.loader_kwargs() == {"num_workers": 3, "prefetch_factor": 2,
                                  "persistent_workers": True}
     # within torch's rules: no prefetch_factor or persistent workers without workers
@@ -46,35 +47,21 @@ def test_suggest_enough_workers_with_headroom():
 
 
 def test_suggest_capped_by_cores_says_so():
-    s = lk.instruments.suggest_loader(10, 100, cores=2)
+    s = suggest_loader(10, 100, cores=2)
     assert s.num_workers == 2 and s.limited_by == "cores"
-    assert "only 2 cores" in s.reason and "loader-bound" in s.reason
+    assert "capped by 2 cores: loader-bound" in s.reason
 
 
 def test_suggest_prefetch_covers_slow_batches():
     # 2 workers, 10 ms steps: 2 x 2 x 10 ms = 40 ms of buffer; a 100 ms p99 needs 5
-    s = lk.instruments.suggest_loader(60, 100, cores=4, batch_time_p99_s=0.100)
+    s = suggest_loader(60, 100, cores=4, batch_time_p99_s=0.100)
     assert s.num_workers == 2 and s.prefetch_factor == 5
 
 
 def test_suggest_rejects_nonpositive_rates():
     with pytest.raises(ValueError, match="positive"):
-        lk.instruments.suggest_loader(0, 10)
+        suggest_loader(0, 10)
 
 
 def test_usable_cores():
     assert lk.usable_cores() >= 1
-
-
-def test_thread_pools_in_this_process_and_in_each_worker():
-    """Chapter 00: torch runs one intra-op thread in each DataLoader worker; the native
-    pools are reported per process, and the helper works as a collate_fn under any start
-    method's pickling (it is a module-level function)."""
-    import torch
-
-    here = lk.instruments.thread_pools()
-    assert here["source"] == "main" and here["torch"] == torch.get_num_threads()
-    assert all({"internal_api", "num_threads"} <= set(p) for p in here["pools"])
-    seen = {b["source"]: b["torch"] for b in DataLoader(
-        range(4), batch_size=1, num_workers=2, collate_fn=lk.instruments.thread_pools, timeout=60)}
-    assert seen == {"worker0": 1, "worker1": 1}

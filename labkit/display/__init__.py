@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from .plots import (
     plot_rates,
-    plot_wait_compute,
 )
 
 __all__ = [
     "plot_rates",
-    "plot_wait_compute",
 ]

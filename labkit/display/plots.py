@@ -1,4 +1,4 @@
-"""Plots a person would rather look at than read: throughput, wait vs compute (ch. 01-16).
+"""Plots a person would rather look at than read: throughput, rates, scaling (ch. 01-16).
 
 Each function returns a matplotlib Figure (closed, so a notebook shows it exactly once).
 Introduced in chapter 01.
@@ -31,26 +31,6 @@ def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
     ax.set_xlabel("samples/s (median of passes; whiskers: min-max)")
     ax.set_title(title or f"throughput, relative to {names[baseline]}")
     ax.margins(x=0.35)
-    return done(fig)
-
-
-def plot_wait_compute(measurements, title: str | None = None):
-    """Stacked bars: share of loop time waiting for data vs computing, per measurement."""
-    ms = [m for m in measurements if m.step is not None]
-    if not ms:
-        raise ValueError("plot_wait_compute needs measurements taken with a step=")
-    names = [m.name for m in ms]
-    wait = [m.wait_fraction for m in ms]
-    fig, ax = subplots(figsize=(8, 0.6 * len(ms) + 1.4))
-    ax.barh(names, wait, color="tab:red", label="waiting for data")
-    ax.barh(names, [1 - w for w in wait], left=wait, color="tab:green", label="computing")
-    ax.invert_yaxis()
-    for y, w in enumerate(wait):
-        ax.text(0.01, y, f"{w:.0%} waiting", va="center", color="white", fontsize=9)
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("share of steady-state loop time")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.set_title(title or "where the training loop's time goes")
     return done(fig)
 
 

@@ -9,14 +9,10 @@ from __future__ import annotations
 from .memcap import run_capped
 from .pagecache import page_cache_residency
 from .shuffling import shard_of_bounds, shuffle_quality
-from .tuning import WorkDataset, suggest_loader, thread_pools
 
 __all__ = [
-    "WorkDataset",
     "page_cache_residency",
     "run_capped",
     "shard_of_bounds",
     "shuffle_quality",
-    "suggest_loader",
-    "thread_pools",
 ]

@@ -1,7 +1,5 @@
-"""Profiling a loader (chapter 13): the per-batch timeline."""
+"""The per-batch timeline ``labkit diagnose`` draws (chapter 13b; chapter 13 types its own)."""
 
 from __future__ import annotations
 
-from .timeline import record_timeline
-
-__all__ = ["record_timeline"]
+from .timeline import record_timeline  # noqa: F401  (labkit_tools.diagnose imports it here)

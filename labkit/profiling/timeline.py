@@ -1,4 +1,4 @@
-"""A per-batch timeline: who made each batch, when, and how long the loop waited (chapter 13).
+"""A per-batch timeline: who made each batch, when, how long the loop waited (chapter 13b).
 
 Each worker stamps every batch it makes (start, samples fetched, collated) into a file of
 its own; the loop stamps its waits and steps. ``time.perf_counter`` is ``CLOCK_MONOTONIC``
