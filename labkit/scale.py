@@ -129,5 +129,3 @@ def knob(name: str, scale: str | None = None):
         raise KeyError(f"no scale knob {name!r}; knobs: {', '.join(sorted(KNOBS))}") from None
     value = row[scale]
     return list(value) if isinstance(value, list) else value  # a learner's edit stays local
-
-__all__ = ["SCALES"]

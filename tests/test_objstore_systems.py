@@ -24,8 +24,6 @@ ROWS = np.hstack([np.arange(512, dtype=np.float32)[:, None],
                   np.random.default_rng(1).random((512, 31), dtype=np.float32)])
 CHECKS = {"MosaicML Streaming": "mosaicml_streaming", "LitData": "litdata",
           "Ray Data": "ray_data"}
-CREDS = {"AWS_ACCESS_KEY_ID": "labkit", "AWS_SECRET_ACCESS_KEY": "labkit-secret",
-         "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 def need(name: str) -> None:
@@ -64,7 +62,7 @@ def run_mosaic(store, work):
         for r in ROWS:
             w.write({"id": int(r[0]), "row": r.tobytes()})
     store.put_files("mosaic", sorted((work / "mds").rglob("*")), prefix="mds", root=work / "mds")
-    with lk.objstore.cleanup("mosaic", S3_ENDPOINT_URL=store.endpoint_url, **CREDS) as shm:
+    with store.cleanup("mosaic") as shm:
 
         def make(n, state):
             ds = StreamingDataset(remote="s3://mosaic/mds", local=str(work / f"cache-{n}"),
@@ -85,7 +83,7 @@ def run_litdata(store, work):
     import litdata as ld
 
     out = work / "litdata"
-    with lk.objstore.cleanup("litdata"):
+    with store.cleanup("litdata"):
         ld.optimize(fn=_litdata_item, inputs=list(ROWS), output_dir=str(out), chunk_bytes="1MB",
                     num_workers=1, mode="overwrite")
     store.put_files("litdata", sorted(p for p in out.rglob("*") if p.is_file()), prefix="opt",
@@ -173,7 +171,7 @@ def test_ray_data_reads_parquet_from_the_bucket(store):
     pq.write_table(pa.table({"id": ROWS[:, 0].astype(np.int64), "row": list(ROWS)}),
                    "tables/rows.parquet", filesystem=store.arrow_filesystem())
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    with lk.objstore.cleanup("ray", num_cpus=1) as ray:
+    with store.cleanup("ray", num_cpus=1) as ray:
         ds = ray.data.read_parquet("s3://tables/rows.parquet",
                                    filesystem=store.arrow_filesystem())
         ids = ids_of(ds.iter_torch_batches(batch_size=64))
@@ -203,9 +201,9 @@ class _SlowRay:
         self.shutdowns += 1
 
 
-def test_cleanup_names_the_systems_it_knows():
+def test_cleanup_names_the_systems_it_knows(store):
     with pytest.raises(ValueError, match="'mosaic', 'litdata' or 'ray'"), \
-            lk.objstore.cleanup("petastorm"):
+            store.cleanup("petastorm"):
         pass
 
 

@@ -1,10 +1,10 @@
-"""Cleaning up after MosaicML Streaming, LitData and Ray (chapters 14, 16).
+"""Cleaning up after MosaicML Streaming, LitData and Ray (chapter 14b).
 
 Each library is used as its docs say; what it leaves behind or changes is removed or put
-back here, for 14b's runs (:func:`cleanup`) and the bake-off's rows (chapter 16), so a
-kernel or a test session ends as it began: Mosaic's shared memory and lock files
-(:class:`MosaicShm`), LitData's staging folders, start method and SIGINT handler, the
-processes of a Ray start that failed (:func:`start_ray`).
+back here, for 14b's runs (``store.cleanup``, :mod:`.store`), so a kernel or a test session
+ends as it began: Mosaic's shared memory and lock files (:class:`MosaicShm`), LitData's
+staging folders, start method and SIGINT handler (:func:`litdata_contained`), the processes
+of a Ray start that failed (:func:`start_ray`).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class MosaicShm:
 
 
 @contextmanager
-def _litdata_contained():
+def litdata_contained():
     """``litdata.optimize`` inside the block leaves nothing else changed.
 
     Left to itself, optimize() prints a progress log, sets the process-wide start method to
@@ -114,20 +114,9 @@ def _litdata_contained():
             signal.signal(signal.SIGINT, on_interrupt)
 
 
-def litdata_optimize(fn, items: list, folder: Path, chunk_bytes: str) -> Path:
-    """``litdata.optimize(fn, items)`` into ``folder`` in one worker, leaving nothing else
-    changed (the bake-off writes its LitData chunks this way, chapter 16)."""
-    import litdata
-
-    with _litdata_contained():
-        litdata.optimize(fn=fn, inputs=items, output_dir=str(folder), chunk_bytes=chunk_bytes,
-                         num_workers=1, mode="overwrite")
-    return folder
-
-
 def start_ray(ray, num_cpus: int, tries: int = 2) -> None:
     """``ray.init`` for one local node, tried again once if the node is slow to register
-    (chapter 14's runner and the bake-off's Ray row start Ray this way).
+    (``store.cleanup("ray")`` starts Ray this way).
 
     Ray waits a fixed 30 s for its raylet to register with its GCS; on a 2-core machine
     under load that start-up alone can take longer. A failed start is shut down (its
@@ -148,37 +137,3 @@ def start_ray(ray, num_cpus: int, tries: int = 2) -> None:
             stop_processes([p for p in me.children(recursive=True) if p.pid not in before])
             if attempt == tries or "timed out during startup" not in str(e):
                 raise
-
-
-@contextmanager
-def cleanup(system: str, **options):
-    """What MosaicML Streaming, LitData or Ray leave behind, cleaned up after the block
-    (chapter 14b types each system's run inside it).
-
-    ``"mosaic"``: ``options`` are environment variables set inside the block only (the
-    store's endpoint and credentials); yields a :class:`MosaicShm` (``track`` each dataset),
-    released after. ``"litdata"``: ``litdata.optimize`` inside the block leaves the start
-    method, the SIGINT handler and the temp folder as they were. ``"ray"``: Ray started for
-    one local node (``num_cpus``, default 1) as :func:`start_ray` does, shut down after;
-    yields ``ray``.
-    """
-    if system == "mosaic":
-        shm = MosaicShm()
-        with scoped_env(**options):
-            try:
-                yield shm
-            finally:
-                shm.release()
-    elif system == "litdata":
-        with _litdata_contained():
-            yield
-    elif system == "ray":
-        import ray
-
-        start_ray(ray, options.get("num_cpus", 1))
-        try:
-            yield ray
-        finally:
-            ray.shutdown()
-    else:
-        raise ValueError(f"cleanup({system!r}): 'mosaic', 'litdata' or 'ray'")

@@ -4,8 +4,10 @@
 GETs, multipart) in a child process bound to ``127.0.0.1``, puts the
 :class:`~labkit.objstore.s3proxy.FaultProxy` in front of it (latency, bandwidth, faults) and
 hands out clients pointed at the proxy: boto3 (:meth:`ObjectStore.client`), fsspec/s3fs
-(:meth:`ObjectStore.storage_options`) and pyarrow (:meth:`ObjectStore.arrow_filesystem`).
-``stop()`` (or leaving the ``with`` block) ends the proxy and the server process.
+(:meth:`ObjectStore.storage_options`) and pyarrow (:meth:`ObjectStore.arrow_filesystem`);
+:meth:`ObjectStore.cleanup` runs MosaicML Streaming, LitData or Ray against it and removes
+what they leave behind. ``stop()`` (or leaving the ``with`` block) ends the proxy and the
+server process.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import sys
 import tarfile
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
 from ..loading.processes import stop_processes
+from .leftovers import MosaicShm, litdata_contained, scoped_env, start_ray
 from .s3proxy import FaultProxy
 
 ACCESS_KEY = "labkit"
@@ -129,6 +133,43 @@ class ObjectStore:
         return fs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
                                scheme="http", endpoint_override=url.split("://", 1)[1],
                                retry_strategy=fs.AwsStandardS3RetryStrategy(max_attempts=5))
+
+    @contextmanager
+    def cleanup(self, system: str, **options):
+        """What MosaicML Streaming, LitData or Ray leave behind, cleaned up after the block
+        (chapter 14b types each system's run inside it).
+
+        ``"mosaic"``: the store's endpoint and credentials (``S3_ENDPOINT_URL``,
+        ``AWS_*``; ``options`` add or override variables) set inside the block only; yields
+        a :class:`~labkit.objstore.leftovers.MosaicShm` (``track`` each dataset), released
+        after. ``"litdata"``: ``litdata.optimize`` inside the block leaves the start method,
+        the SIGINT handler and the temp folder as they were. ``"ray"``: Ray started for one
+        local node (``num_cpus``, default 1), tried again if slow to start, shut down after;
+        yields ``ray``.
+        """
+        if system == "mosaic":
+            shm = MosaicShm()
+            with scoped_env(**{"S3_ENDPOINT_URL": self.endpoint_url,
+                               "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                               "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                               "AWS_DEFAULT_REGION": REGION, **options}):
+                try:
+                    yield shm
+                finally:
+                    shm.release()
+        elif system == "litdata":
+            with litdata_contained():
+                yield
+        elif system == "ray":
+            import ray
+
+            start_ray(ray, options.get("num_cpus", 1))
+            try:
+                yield ray
+            finally:
+                ray.shutdown()
+        else:
+            raise ValueError(f"cleanup({system!r}): 'mosaic', 'litdata' or 'ray'")
 
     # --- filling (straight to moto: no latency, no faults; setup, not the lesson) --------
     def make_bucket(self, bucket: str, s3=None) -> None:
