@@ -12,7 +12,7 @@ from .memory import worker_memory
 from .pagecache import page_cache_residency
 from .resume import ResumeTrial, format_resume_table
 from .shuffling import shard_of_bounds, shuffle_quality
-from .tuning import WorkDataset, suggest_loader, thread_pools
+from .tuning import WorkDataset, suggest_loader
 
 __all__ = [
     "ResumeTrial",
@@ -23,7 +23,6 @@ __all__ = [
     "shard_of_bounds",
     "shuffle_quality",
     "suggest_loader",
-    "thread_pools",
     "worker_memory",
     "worker_tag",
 ]
