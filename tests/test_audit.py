@@ -5,7 +5,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 import labkit as lk
 from labkit.data.faults import damage
-from labkit.instruments.audits import worker_tag
+from labkit.streams.split import current_split
 
 
 def test_exactly_once():
@@ -55,27 +55,27 @@ class _Tagged(IterableDataset):
     """The trap: every worker yields every id."""
 
     def __iter__(self):
-        tag = worker_tag()
+        tag = current_split().source
         for i in range(6):
             yield tag, i
 
 
-def test_worker_tag_in_workers():
-    assert worker_tag() == "main"
+def test_current_split_source_in_workers():
+    assert current_split().source == "main"
     loader = DataLoader(_Tagged(), batch_size=None, num_workers=2, timeout=30)
     a = lk.audit([(t, i) for t, i in loader], 6)
     assert sorted(a.per_source) == ["worker0", "worker1"] and a.duplicates == 6
 
 
-def test_worker_tag_reads_rank(monkeypatch):
+def test_current_split_source_reads_rank(monkeypatch):
     """torchrun sets RANK and WORLD_SIZE; the label is the streams' own (Place.source)."""
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert worker_tag() == "rank1/main"
+    assert current_split().source == "rank1/main"
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")
     # one rank: no rank prefix, as every stream labels it
-    assert worker_tag() == "main"
+    assert current_split().source == "main"
 
 
 @pytest.mark.parametrize("how", ["truncate", "flip", "zero", "delete"])

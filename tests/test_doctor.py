@@ -7,13 +7,12 @@ import subprocess
 import sys
 from collections import namedtuple
 
-import labkit_tools as lt
 from labkit import optional
 from labkit_tools import checkup
 
 
 def test_every_check_has_a_name_a_finding_and_a_fix_when_it_fails():
-    checks = lt.doctor()
+    checks = checkup.doctor()
     assert [c.name for c in checks] == ["cores", "/dev/shm", "start method", "free-threaded",
                                         "FFmpeg libs", "browser"]
     for c in checks:

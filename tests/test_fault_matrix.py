@@ -74,6 +74,7 @@ from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.data.faults import damage
+from labkit.data.fixtures import verify
 from labkit.errors import FixtureError
 from labkit.images.folder import skip_collate
 from labkit.loading.loaders import worker_processes
@@ -316,7 +317,7 @@ def test_missing_fixture_file_names_it_and_repair_restores_the_digest(ci_fixture
     assert f"{gone}: missing" in msg and "labkit fixtures jsonl --scale ci --repair" in msg
     fixed = lk.fixture("jsonl", "ci", progress=False, repair=True)
     assert (fixed.status, fixed.digest) == ("repaired", good.digest) and gone.is_file()
-    assert lk.data.verify(fixed, full=True) == []
+    assert verify(fixed, full=True) == []
 
 
 def test_unknown_fixture_lists_the_known_ones():

@@ -25,7 +25,6 @@ from labkit.data import writers as _writers
 from labkit.data.fixtures import (
     ensure_fixtures,
     fixture,
-    format_fixture_table,
     load_specs,
     resolve_spec,
     verify,
@@ -514,20 +513,6 @@ def test_spec_missing_a_field_names_the_spec_file(spec_copy, own_data):
 
 
 # -- tables, progress, Fixture --------------------------------------------------------------
-
-
-def test_checksum_table_marks_encoder_dependent_digests(ci_fixture):
-    fxs = [ci_fixture(n) for n in ALL]
-    table = format_fixture_table(fxs, checksums=True)
-    rows = {line.split()[0]: line for line in table.splitlines()[1:]}
-    assert set(rows) == set(ALL)
-    for n in ENCODED:
-        assert rows[n].endswith("(encoder-dependent)")
-    for n in PORTABLE:
-        fx = ci_fixture(n)
-        assert rows[n].endswith(fx.digest[:16]) and "encoder" not in rows[n]
-        assert rows[n].split()[1:4] == [fx.kind, str(fx.files), str(fx.samples)]
-    assert "generated" not in table and "MB" not in table  # deterministic columns only
 
 
 def test_status_table_and_ensure_fixtures(own_data, capsys):

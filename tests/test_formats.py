@@ -13,9 +13,9 @@ import torch
 from torch.utils.data import DataLoader
 
 import labkit as lk
-import labkit_tools as lt
 from labkit.formats.hdf5rows import Hdf5Rows, write_hdf5
 from labkit.formats.lmdbrows import LmdbRows, write_lmdb
+from labkit_tools.bench import run_benchmark
 
 lmdb = pytest.importorskip("lmdb", reason="lmdb is a dependency of chapter 12")
 h5py = pytest.importorskip("h5py", reason="h5py is a dependency of chapter 12")
@@ -94,7 +94,7 @@ def test_bench_formats_is_registered_and_reports_its_ratio(ci_fixture):
 
     ci_fixture("array")
     assert "formats" in BENCHMARKS
-    out = lt.run_benchmark("formats", scale="ci", rows=256, trials=1, num_workers=1)
+    out = run_benchmark("formats", scale="ci", rows=256, trials=1, num_workers=1)
     assert out["rows"] == 256 and out["lmdb_vs_memmap"] > 0
     assert isinstance(out["goal_met"], bool) and out["hdf5_chunked_vs_contiguous"] > 0
 

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 import labkit as lk
-import labkit_tools as lt
 from labkit import optional
 from labkit.media.backends import FFMPEG_INSTALL, FFMPEG_VERSIONS
 from labkit.media.writers import synth_audio, to_int16
+from labkit_tools.bench import run_benchmark
 
 
 def require_ffmpeg() -> None:
@@ -168,7 +168,7 @@ def test_media_benchmark_is_registered():
 
 def test_media_benchmark_runs_tiny(videos):
     """CI does not run the benchmarks (`make bench` does): this keeps this one working."""
-    r = lt.run_benchmark("media", scale="ci", num_workers=2, clips=32, rounds=2)
+    r = run_benchmark("media", scale="ci", num_workers=2, clips=32, rounds=2)
     assert r["workers_clips_per_s"] > 0 and r["single_core_clips_per_s"] > 0
     assert r["keyframe_interval_far"] > r["keyframe_interval_near"]
     assert {"clip_cost_ratio_far_over_near", "verdict", "goal_met"} <= set(r)

@@ -7,9 +7,9 @@ import torch
 from torch.utils.data import DataLoader
 
 import labkit as lk
-import labkit_tools as lt
 from labkit.instruments.tuning import WorkDataset
 from labkit.profiling.timeline import close_log, record_timeline, timed_loader
+from labkit_tools.bench import run_benchmark
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
@@ -71,7 +71,7 @@ def test_timed_loader_keeps_the_batches_and_never_waits_forever(tmp_path):
 
 
 def test_bench_profiling_runs_tiny():
-    r = lt.run_benchmark("profiling", batches=40, trials=1)
+    r = run_benchmark("profiling", batches=40, trials=1)
     assert r["plain_samples_per_s"] > 0 and r["timeline_samples_per_s"] > 0
     assert {"timeline_overhead", "torch_profiler_overhead", "goal_met"} <= set(r)
     assert lk.worker_processes() == []

@@ -66,7 +66,7 @@ def test_ceilings_go_into_a_record_measured_or_missing(tmp_path):
     c = {"memcpy": Ceiling("memcpy", "B/s", "np.copyto", (1e9, 2e9, 3e9)),
          "h2d": Ceiling("host-to-device", "B/s", "pinned", why="no GPU here")}
     ck = lk.Checkpoint("00_start_here", scale="ci", records_dir=tmp_path).add(c)
-    record = lk.records.read_checkpoint(ck.write(print_summary=False))
+    record = lk.Checkpoint.read(ck.write(print_summary=False))
     obs = {o["name"]: o for o in record["observations"]}
     assert obs["ceiling.memcpy"]["value"] == 2e9 and obs["ceiling.memcpy"]["config"]["lo"] == 1e9
     assert obs["ceiling.h2d"]["value"] == "missing" and obs["ceiling.h2d"]["note"] == "no GPU here"
@@ -80,7 +80,7 @@ def test_cli_prints_each_ceiling_and_writes_the_record(tmp_path, capsys):
     for c in out.values():
         assert c["why"] or (0 < c["lo"] <= c["rate"] <= c["hi"] and c["trials"] == 5)
     (path,) = tmp_path.glob("roofline--*.json")
-    record = lk.records.read_checkpoint(path)
+    record = lk.Checkpoint.read(path)
     assert record["chapter"] == "roofline"
     assert {o["name"] for o in record["observations"]} == {f"ceiling.{n}" for n in names}
     assert main(["roofline", "memcpy", "--scale", "ci", "--records", str(tmp_path)]) == 0

@@ -310,7 +310,8 @@ def ensure_fixtures(
     progress: bool = True,
     report: bool = True,
 ) -> dict[str, Fixture]:
-    """Make sure every named fixture (default: all) exists and verifies; print a table.
+    """Make sure every named fixture (default: all) exists and verifies; print a table
+    (``labkit fixtures``; chapter 00 calls :func:`fixture` for each).
 
     The table says, for each fixture, whether it was generated or already cached, its size
     and the write rate generation reached (MB/s) on this machine.
@@ -324,21 +325,10 @@ def ensure_fixtures(
     return out
 
 
-def format_fixture_table(fixtures, checksums: bool = False) -> str:
-    """A text table of fixtures: status, files, samples, MB and generation MB/s.
-
-    With ``checksums=True`` the table shows the deterministic columns only (name, kind,
-    files, samples, digest), the form chapter 00 checks against every other machine.
-    Digests of JPEG and Parquet fixtures depend on the encoder's version, so they are shown
-    as "(encoder-dependent)" there.
-    """
+def format_fixture_table(fixtures) -> str:
+    """A text table of fixtures (``labkit fixtures``): status, files, samples, MB and
+    generation MB/s."""
     fixtures = list(fixtures)
-    if checksums:
-        return text_table(
-            {"fixture": "<", "kind": "<", "files": ">", "samples": ">", "digest": "<"},
-            [[fx.name, fx.kind, fx.files, fx.samples,
-              fx.digest[:16] if WRITERS[fx.kind].portable else "(encoder-dependent)"]
-             for fx in fixtures])
     rows = [[fx.name, fx.status, fx.files, fx.samples, fx.nbytes / 1e6,
              fx.manifest["write_mb_per_s"]] for fx in fixtures]
     rows.append(["total", None, sum(f.files for f in fixtures), None,

@@ -16,7 +16,6 @@ import numpy as np
 
 from ..records.checkpoint import observation_name
 from ..records.table import text_table
-from ..streams.split import current_split
 
 
 def id_list(x) -> list[int]:
@@ -55,15 +54,6 @@ def deliveries(loader) -> list[tuple[str, list[int]]]:
     finally:
         del it
     return sorted(out.items())
-
-
-def worker_tag() -> str:
-    """Where the calling code runs: ``main``, ``worker1``, ``rank1/worker0`` (``thread_pools``).
-
-    Chapter 03 types its own from ``get_worker_info()``. The rank (shown when there is more
-    than one) comes from ``torch.distributed``, else ``RANK``/``WORLD_SIZE``, as the streams'.
-    """
-    return current_split().source
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,14 @@
 """Records: the checkpoint, the machine, reports, labkit run (ch. 00, 11).
 
-Its public names are reached as ``lk.records.NAME`` (``import labkit as lk``); its
-modules' other names are for labkit and tests: ``table.text_table`` renders every
-fixed-width table labkit prints.
+Its public name is reached as ``lk.records.reference_figures`` (``import labkit as lk``);
+its modules' other names are for labkit, the tools and tests: ``checkpoint.read_checkpoint``
+(also ``lk.Checkpoint.read``) and ``load_records`` read records back (``labkit report``),
+``machine.environment`` and ``format_environment`` describe the machine (``labkit env``),
+``table.text_table`` renders every fixed-width table labkit prints.
 """
 
 from __future__ import annotations
 
-from .checkpoint import load_records, read_checkpoint, reference_figures
-from .machine import environment, format_environment, versions
+from .checkpoint import reference_figures
 
-__all__ = [
-    "environment",
-    "format_environment",
-    "load_records",
-    "read_checkpoint",
-    "reference_figures",
-    "versions",
-]
+__all__ = ["reference_figures"]

@@ -144,6 +144,11 @@ class Checkpoint:
                          obs.get("note"))
         return self
 
+    @staticmethod
+    def read(path) -> dict:
+        """Read a written record back, validated (chapter 00): :func:`read_checkpoint`."""
+        return read_checkpoint(path)
+
     def constraint(self, text: str) -> Checkpoint:
         """Note a condition the numbers depend on, e.g. ``"warm page cache"``."""
         self.constraints.append(str(text))
