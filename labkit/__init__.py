@@ -7,8 +7,9 @@ checkpoint and the machine's facts, the loopback servers, the ceilings. Two laye
 module importing only its own layer or the one before, at the top of the file
 (tests/test_layout.py; every module's first docstring line names the chapters that call it):
 
-1. The spine: ``errors``, ``paths``, ``scale`` (the one table of per-scale knobs),
-   ``optional`` (``lk.status(name)``, the one registry of optional libraries and devices),
+1. The spine: ``errors``, ``lazy`` (a folder's names imported on first use), ``paths``,
+   ``scale`` (the one table of per-scale knobs), ``optional`` (``lk.status(name)``, the one
+   registry of optional libraries and devices),
    ``facilities`` (the Linux-only ones), ``ceilings`` (the machine's data-loading ceilings,
    chapters 00 and 16), ``data`` (fixtures, writers, damaged copies, datasets several
    chapters reuse under spawn), ``images`` (decoders, the image-folder dataset),

@@ -7,9 +7,9 @@ is ``labkit fixtures``; ``fixtures.verify`` what ``lk.fixture`` checks a cached 
 
 from __future__ import annotations
 
-from .datasets import MemmapBatches, NpyFilesDataset
+from ..lazy import lazy_names
 
-__all__ = [
-    "MemmapBatches",
-    "NpyFilesDataset",
-]
+__all__, __getattr__, __dir__ = lazy_names(__name__, {
+    "MemmapBatches": "datasets",
+    "NpyFilesDataset": "datasets",
+})

@@ -6,10 +6,8 @@ modules' other names are for labkit and tests.
 
 from __future__ import annotations
 
-from .plots import (
-    plot_rates,
-)
+from ..lazy import lazy_names
 
-__all__ = [
-    "plot_rates",
-]
+__all__, __getattr__, __dir__ = lazy_names(__name__, {
+    "plot_rates": "plots",
+})

@@ -6,23 +6,13 @@ modules' other names are for labkit and tests.
 
 from __future__ import annotations
 
-from .augment import make_augment
-from .decode import available_decoders, decode_jpeg, fastest_decoder, file_bytes
-from .gpu import (
-    dali_decode_rate,
-    gpu_decode_rate,
-    nvjpeg_decode,
-    steady_rate,
-)
+from ..lazy import lazy_names
 
-__all__ = [
-    "available_decoders",
-    "dali_decode_rate",
-    "decode_jpeg",
-    "fastest_decoder",
-    "file_bytes",
-    "gpu_decode_rate",
-    "make_augment",
-    "nvjpeg_decode",
-    "steady_rate",
-]
+__all__, __getattr__, __dir__ = lazy_names(__name__, {
+    "available_decoders": "decode",
+    "decode_jpeg": "decode",
+    "fastest_decoder": "decode",
+    "file_bytes": "decode",
+    "make_augment": "augment",
+    "steady_rate": "gpu",
+})

@@ -6,13 +6,11 @@ modules' other names are for labkit and tests.
 
 from __future__ import annotations
 
-from .memcap import run_capped
-from .pagecache import page_cache_residency
-from .shuffling import shard_of_bounds, shuffle_quality
+from ..lazy import lazy_names
 
-__all__ = [
-    "page_cache_residency",
-    "run_capped",
-    "shard_of_bounds",
-    "shuffle_quality",
-]
+__all__, __getattr__, __dir__ = lazy_names(__name__, {
+    "page_cache_residency": "pagecache",
+    "run_capped": "memcap",
+    "shard_of_bounds": "shuffling",
+    "shuffle_quality": "shuffling",
+})

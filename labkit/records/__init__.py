@@ -9,6 +9,8 @@ its modules' other names are for labkit, the tools and tests: ``checkpoint.read_
 
 from __future__ import annotations
 
-from .checkpoint import reference_figures
+from ..lazy import lazy_names
 
-__all__ = ["reference_figures"]
+__all__, __getattr__, __dir__ = lazy_names(__name__, {
+    "reference_figures": "checkpoint",
+})

@@ -6,10 +6,9 @@ modules' other names are for labkit and tests.
 
 from __future__ import annotations
 
-from .launch import torchrun
-from .server import serve
+from ..lazy import lazy_names
 
-__all__ = [
-    "serve",
-    "torchrun",
-]
+__all__, __getattr__, __dir__ = lazy_names(__name__, {
+    "serve": "server",
+    "torchrun": "launch",
+})

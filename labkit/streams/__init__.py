@@ -6,8 +6,8 @@ modules' other names are for labkit and tests.
 
 from __future__ import annotations
 
-from .arrays import ShardStream
+from ..lazy import lazy_names
 
-__all__ = [
-    "ShardStream",
-]
+__all__, __getattr__, __dir__ = lazy_names(__name__, {
+    "ShardStream": "arrays",
+})
