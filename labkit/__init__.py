@@ -31,7 +31,6 @@ on first use. The public API: ``__all__`` (sorted; tests/test_api.py) and a fold
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
@@ -49,6 +48,7 @@ from .instruments.meter import measure, simulated_step
 from .instruments.pagecache import evict_page_cache, measure_cold
 from .instruments.resume import resume_trial
 from .instruments.timer import best_of
+from .lazy import submodule
 from .loading.loaders import worker_processes
 from .optional import status
 from .records.checkpoint import Checkpoint
@@ -94,13 +94,5 @@ __all__ = [
 
 def __getattr__(name: str):
     """``lk.FOLDER`` (``lk.tokens``, ``lk.records``, ...) imported on first use: ``import
-    labkit`` loads only the modules the flat names above need (issue 46), not every
-    chapter's folder."""
-    if name.startswith("_"):
-        raise AttributeError(name)
-    try:
-        return importlib.import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as e:
-        if e.name != f"{__name__}.{name}":
-            raise
-        raise AttributeError(f"module 'labkit' has no attribute {name!r}") from None
+    labkit`` loads only the modules the flat names above need (issue 46)."""
+    return submodule(__name__, name)
