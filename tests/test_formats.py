@@ -66,7 +66,7 @@ def test_truncated_lmdb_is_refused_before_any_read(stored, tmp_path):
 def test_missing_lmdb_key_names_the_sample(stored, tmp_path):
     path = shutil.copytree(stored / "rows.lmdb", tmp_path / "missing.lmdb")
     size = 2 * (path / "data.mdb").stat().st_size  # the default 10 MiB map may be too small
-    with lmdb.open(str(path), map_size=size) as env, env.begin(write=True) as txn:
+    with lmdb.open(str(path), map_size=size, lock=False) as env, env.begin(write=True) as txn:
         txn.delete(b"00000007")
     ds = LmdbRows(path)
     msg = _error(lambda: ds[7])

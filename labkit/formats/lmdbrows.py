@@ -18,7 +18,11 @@ from torch.utils.data import Dataset
 from ..errors import DataFormatError
 
 _META = b"__meta__"
-_ENVS: dict[tuple[int, str], object] = {}  # py-lmdb opens the same files once per process
+# py-lmdb opens the same files once per process, and keys them by inode (data.mdb, lock.mdb)
+# for as long as an environment is open: the writers make no lock.mdb (lock=False, one writer
+# of a new folder), so a reader kept here pins the one inode it names and no deleted file's
+# inode, reused by a new folder, is refused as "already open"
+_ENVS: dict[tuple[int, str], object] = {}
 
 
 def _key(i: int) -> bytes:
@@ -36,7 +40,8 @@ def write_lmdb(dest, rows) -> float:
         meta, nbytes = {"dtype": rows.dtype.str, "shape": list(rows.shape[1:])}, rows.nbytes
         values = (np.ascontiguousarray(r).tobytes() for r in rows)
     t0 = time.perf_counter()
-    with lmdb.open(str(dest), map_size=2 * nbytes + (64 << 20), map_async=True) as env:
+    with lmdb.open(str(dest), map_size=2 * nbytes + (64 << 20), map_async=True,
+                   lock=False) as env:
         with env.begin(write=True) as txn:
             for i, value in enumerate(values):
                 txn.put(_key(i), value, append=True)
