@@ -1,9 +1,7 @@
 """Format writers behind :mod:`labkit.data.fixtures`, one class per fixture kind (ch. 00-14).
 
-Each writer turns a resolved spec into files in a folder and returns ``(meta, samples)``.
-Content comes from numpy's PCG64 seeded by the spec, so it is identical everywhere; only the
-bytes written by a third-party encoder (JPEG by Pillow, Parquet by Arrow) can change with
-that library's version, which is what ``portable`` says.
+Each turns a resolved spec into files and returns ``(meta, samples)``; content is seeded, so
+identical everywhere, except bytes a third-party encoder writes (not ``portable``).
 """
 
 from __future__ import annotations
@@ -26,11 +24,8 @@ _WORDS = (
 
 
 def shard_bounds(n: int, parts: int) -> list[int]:
-    """Where ``n`` items cut into ``parts`` contiguous pieces: ``parts + 1`` bounds.
-
-    Piece ``p`` is ``bounds[p]:bounds[p + 1]``; sizes differ by at most 1. The one cut in
-    the kit: fixture shards and bake-off shards.
-    """
+    """Where ``n`` items cut into ``parts`` contiguous pieces (sizes differ by at most 1):
+    ``parts + 1`` bounds, piece ``p`` is ``bounds[p]:bounds[p + 1]``."""
     if parts < 1:
         raise ValueError(f"parts={parts}: need at least one piece")
     return [p * n // parts for p in range(parts + 1)]
@@ -291,8 +286,7 @@ WRITERS: dict[str, Writer] = {
 }
 
 
-# Kinds whose writers live beside their chapter's code, imported the first time a spec
-# names one (``import labkit`` no longer imports every folder, issue 46).
+# Kinds whose writers live beside their chapter's code, imported when a spec names one.
 CHAPTER_KINDS = {"corpus": "labkit.tokens.corpus", "video": "labkit.media.writers",
                  "audio": "labkit.media.writers"}
 
@@ -305,13 +299,7 @@ def writer_for(kind: str) -> Writer | None:
 
 
 def register_writer(kind: str, writer: Writer) -> None:
-    """Add a fixture kind from a chapter folder (the folder calls this when imported).
-
-    The spine lists its own kinds above; chapter 11's ``corpus`` (:mod:`labkit.tokens.corpus`)
-    and chapter 15's ``video`` and ``audio`` (:mod:`labkit.media.writers`) register here, so
-    the spine never imports a chapter folder at its top; :func:`writer_for` imports it
-    when a spec names its kind.
-    """
+    """Add a fixture kind from a chapter folder (the folder calls this when imported)."""
     if kind in WRITERS and type(WRITERS[kind]) is not type(writer):
         raise ValueError(f"fixture kind {kind!r} is already written by {WRITERS[kind]!r}")
     WRITERS[kind] = writer

@@ -14,11 +14,8 @@ from .figures import agg_figure, png_bytes
 
 
 class Dashboard:
-    """Widgets around a :class:`DashboardModel`: knob controls, Run/Stop, live plot, table.
-
-    Introduced in chapter 01. End a cell with the dashboard to show it; headless notebooks
-    call :meth:`run_sync` instead of clicking.
-    """
+    """Widgets around a :class:`DashboardModel`: knobs, Run/Stop, live plot, table (chapter
+    01); end a cell with it to show it, or call :meth:`run_sync` headless."""
 
     min_render_s = 0.25  # at most ~4 PNG renders a second: each costs tens of ms of CPU
 
@@ -71,13 +68,8 @@ class Dashboard:
         return self._widget._repr_mimebundle_(**kwargs)
 
     def run_sync(self, raise_on_error: bool = True, **overrides: Any) -> DashboardRun:
-        """Set the given knobs, run in this thread, refresh, return the run.
-
-        The run is a one-pass Measurement (``r.samples_per_s``, ``r.wait_fraction``, ...)
-        with ``r.config`` (its knobs) and ``r.status``. Headless notebooks call this; a
-        loader that fails raises (``raise_on_error``), so a broken chapter fails its cell
-        in CI instead of printing an error row.
-        """
+        """Set the given knobs, run in this thread, refresh, return the :class:`DashboardRun`;
+        a failed run raises (``raise_on_error``), so a broken chapter fails its cell in CI."""
         if self.model.running:
             raise LabkitError("a run is in progress; press Stop (or wait) before run_sync()")
         for name, value in overrides.items():
