@@ -63,11 +63,10 @@ def open_array(path: str | os.PathLike, dtype=None, shape=None) -> np.ndarray:
 class NpyFilesDataset(Dataset):
     """One ``.npy`` file per sample: the naive layout (one open+read+parse per sample)."""
 
-    def __init__(self, fixture_or_folder, dtype=None, sample_shape=None):
+    def __init__(self, fixture_or_folder):
         meta = getattr(fixture_or_folder, "meta", {})
         self.files = source_files(fixture_or_folder, ".npy", missing_ok=True)
-        dtype = dtype or meta.get("dtype")
-        shape = sample_shape or meta.get("sample_shape")
+        dtype, shape = meta.get("dtype"), meta.get("sample_shape")
         self.dtype = np.dtype(dtype) if dtype else None
         self.shape = tuple(shape) if shape else None
         if not self.files:

@@ -16,11 +16,11 @@ def subplots(*args, **kwargs):
     return plt.subplots(*args, **kwargs)
 
 
-def done(fig, **layout):
-    """Lay the figure out (``tight_layout(**layout)``), close it, return it."""
+def done(fig):
+    """Lay the figure out (``tight_layout``), close it, return it."""
     import matplotlib.pyplot as plt
 
-    fig.tight_layout(**layout)
+    fig.tight_layout()
     plt.close(fig)
     return fig
 

@@ -134,13 +134,10 @@ def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, module: str = 
             _kill_tree(proc.pid)
             out, _ = proc.communicate(timeout=60)
         finally:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)  # stragglers of a finished launch
-            except ProcessLookupError:
-                pass
-        ranks = []
-        for p in sorted(tmp.glob("rank*.json"), key=lambda p: int(p.stem[4:])):
-            ranks.append(json.loads(p.read_text()))
+        ranks = [json.loads(p.read_text())
+                 for p in sorted(tmp.glob("rank*.json"), key=lambda p: int(p.stem[4:]))]
         result = TorchrunResult(proc.returncode, ranks, out, time.perf_counter() - t0,
                                 timed_out)
     finally:

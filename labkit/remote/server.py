@@ -7,6 +7,7 @@ every request so a chapter can show what its reader did.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import re
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
+
+from ..records.table import text_table
 
 #: Bytes written per ``send``: small enough that a bandwidth limit paces smoothly.
 CHUNK = 16 * 1024
@@ -211,14 +214,11 @@ class Server(LoopbackService):
 
     def table(self, last: int | None = None) -> str:
         """The request log as a fixed-width table (deterministic apart from ``seconds``)."""
-        rows = self.log[-last if last else None:]
-        head = f"{'n':>4}  {'method':<6} {'path':<28} {'range':<18} {'status':>6} " \
-               f"{'bytes':>10}  fault"
-        lines = [head, "-" * len(head)]
-        for r in rows:
-            lines.append(f"{r.n:>4}  {r.method:<6} {r.path:<28} {r.range or '-':<18} "
-                         f"{r.status or '-':>6} {r.bytes_sent:>10}  {r.fault or ''}")
-        return "\n".join(lines)
+        return text_table(
+            {"n": ">4", "method": "<6", "path": "<28", "range": "<18", "status": ">6",
+             "bytes": ">10", "fault": "<"},
+            [[r.n, r.method, r.path, r.range or "-", r.status or "-", r.bytes_sent, r.fault]
+             for r in self.log[-last if last else None:]], rule=True)
 
     def __repr__(self) -> str:
         return f"<lk.remote.serve {self.folder.name!r} at {self.url}, {len(self.log)} requests>"
@@ -324,10 +324,8 @@ def _handler_for(server: Server):
                                       limit)
             if not ok or sent < limit:
                 self.close_connection = True
-            try:
+            with contextlib.suppress(OSError):
                 self.wfile.flush()
-            except OSError:
-                pass
             return sent
 
     return Handler
