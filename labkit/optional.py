@@ -111,8 +111,7 @@ def library_version(dist: str, *modules: str) -> str:
     return "(version unknown)"
 
 
-# -- chapter 12b's optional formats (load=False: importing lance makes every later fork()
-# unsafe; TensorFlow cannot share a process with the tfrecord package) -----------------
+# -- chapter 12b's formats (load=False: lance makes later forks unsafe; TF and tfrecord clash)
 
 _FORMATS_EXTRA = 'pip install -e ".[moreformats]"'
 

@@ -18,11 +18,6 @@ from .fixtures import source_files
 _NPY_MAGIC = b"\x93NUMPY"
 
 
-def _source(fixture_or_path, suffix: str) -> tuple[Path, dict]:
-    """A path from a Fixture (its file with ``suffix``) or from a plain path."""
-    return source_files(fixture_or_path, suffix)[0], dict(getattr(fixture_or_path, "meta", {}))
-
-
 def open_array(path: str | os.PathLike, dtype=None, shape=None) -> np.ndarray:
     """Open a ``.npy`` (header gives dtype/shape) or a raw file (pass them) read-only, lazily;
     a file without exactly the bytes they need raises :class:`~labkit.DataFormatError`."""
@@ -99,8 +94,8 @@ class _Lazy(Dataset):
     """Opens its array on first use in each process: a pickled memmap would copy the array."""
 
     def __init__(self, fixture_or_path, dtype=None, shape=None):
-        path, meta = _source(fixture_or_path, ".npy")
-        self.path = path
+        self.path = source_files(fixture_or_path, ".npy")[0]
+        meta = getattr(fixture_or_path, "meta", {})
         self.dtype = dtype or meta.get("dtype")
         self.shape = shape or meta.get("shape")
         self._arr = None

@@ -188,8 +188,7 @@ class DashboardModel:
             recv.append(got)
             ends.append(done)
             if done - t0 - win_start >= self.window_s:
-                # Callbacks (plot renders) are left off the run's clock, so attaching a
-                # dashboard does not lower the throughput it reports.
+                # callbacks (plot renders) are left off the run's clock, not to lower its rate
                 t_s = done - t0
                 off += self._point(t_s, win_start, win)
                 win, win_start = [0, 0, 0.0], t_s
@@ -201,8 +200,7 @@ class DashboardModel:
             loader = self.make_loader(dict(cfg))
             t0 = clock()  # as in lk.measure: from iter(), the loader already built
             timed_steps(self._epochs(loader), self.step, on_batch)
-            # The last, partial window: only if long enough not to draw a spurious end-of-pass
-            # dip, or if it is the only one (so a short run still draws a point).
+            # the last, partial window: if long enough not to draw a false dip, or the only one
             end = (ends[-1] if ends else clock() - off) - t0
             if win[0] and (not self.series or end - win_start >= self.window_s / 2):
                 self._point(end, win_start, win)
@@ -216,8 +214,7 @@ class DashboardModel:
             status = f"error: {self.error}"
             log.error("dashboard run %d failed: %s", n, self.error, exc_info=True)
         finally:
-            # the last reference to the loader (the loop dropped its iterator): torch stops
-            # the workers
+            # the last reference to the loader (the loop dropped its iterator): workers stop
             loader = None
             if status.startswith("error"):
                 gc.collect()  # a re-raised worker error holds the iterator in a reference cycle

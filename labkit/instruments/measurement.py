@@ -59,12 +59,9 @@ class Measurement:
     passes: list[Pass] = field(default_factory=list)
     step: str | None = None
 
-    def _stat(self, values: list[float]) -> tuple[float, float, float]:
-        return statistics.median(values), min(values), max(values)
-
     @property
     def samples_per_s(self) -> float:
-        return self._stat([p.samples_per_s for p in self.passes])[0]
+        return statistics.median(p.samples_per_s for p in self.passes)
 
     @property
     def epoch_samples_per_s(self) -> float:
@@ -78,8 +75,8 @@ class Measurement:
 
     @property
     def samples_per_s_range(self) -> tuple[float, float]:
-        _, lo, hi = self._stat([p.samples_per_s for p in self.passes])
-        return lo, hi
+        rates = [p.samples_per_s for p in self.passes]
+        return min(rates), max(rates)
 
     @property
     def spread(self) -> float:

@@ -43,12 +43,10 @@ def uniform_batch_size(loader: Any) -> int | None:
     return None
 
 
-#: Batches arriving faster than this are timed in groups. Any Python bytecode run per batch
-#: (a clock read and an append: ~0.15-0.2 us) is 2 % of a batch at 100k batches/s.
+#: Batches faster than this are timed in groups (a clock read a batch would be 2 % of it) of at
+#: least GROUP_PERIOD_S and at most MAX_STRIDE batches (a group's batches live until counted).
 FAST_BATCH_S = 20e-6
-#: A group lasts at least this long, so its one Python iteration (~1 us) costs <1 %.
 GROUP_PERIOD_S = 200e-6
-#: At most this many batches a group: the group's batches are alive until it is counted.
 MAX_STRIDE = 256
 _PROBE_BATCHES = 64
 
@@ -136,9 +134,8 @@ def _timed_loop(rest, recv, clock, step, ends, last, sizer):
             size(sizer(last))
             k += 1
     elif sizer is None:
-        # Grouped, and in C: islice cuts a group of `stride` batches, a deque of that size
-        # takes it and its length counts it. One Python iteration and one clock read per
-        # group, nothing in bytecode per batch (enumerate's per-batch tuple measured ~2 %).
+        # Grouped, in C: islice cuts a group, a deque takes it and its length counts it; one
+        # Python iteration and clock read a group (enumerate's per-batch tuple cost ~2 %).
         hold = deque(maxlen=stride)
         while True:
             hold.clear()
@@ -204,8 +201,7 @@ def _one_pass(
             samples = sizes_first + sum(more)
         del last
     finally:
-        # the last reference: torch stops the iterator's workers here, except persistent
-        # ones, which outlive the pass (that is what they are measured for)
+        # the last reference: torch stops the iterator's workers (persistent ones outlive it)
         del it
     return stamped_pass(t_start, recv, ends if step is not None else None, samples=samples,
                         first_samples=sizes_first, nbytes_per_sample=nbytes_per_sample,

@@ -191,14 +191,13 @@ class Server(LoopbackService):
     """A running loopback server (see :func:`serve`): ``url``, ``log``, ``urls(pattern)``."""
 
     def __init__(self, folder, latency_s: float = 0.0, bandwidth: float | None = None,
-                 faults=(), timeout_s: float = 30.0):
+                 faults=()):
         self.folder = Path(getattr(folder, "path", folder)).resolve()
         if not self.folder.is_dir():
             raise FileNotFoundError(f"{self.folder}: no such folder to serve")
         if latency_s < 0 or (bandwidth is not None and bandwidth <= 0):
             raise ValueError(f"latency_s={latency_s} must be >= 0 and bandwidth={bandwidth} > 0")
         self.latency_s, self.bandwidth = float(latency_s), bandwidth
-        self.timeout_s = timeout_s
         self._start(_handler_for, faults, "lk.remote.serve")
 
     def url_for(self, name) -> str:
@@ -235,7 +234,7 @@ class _HTTPServer(ThreadingHTTPServer):
 def _handler_for(server: Server):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
-        timeout = server.timeout_s  # an idle keep-alive client cannot hold a thread forever
+        timeout = 30.0  # an idle keep-alive client cannot hold a thread forever
         server_version = "labkit-serve"
 
         def log_message(self, *args):
@@ -332,12 +331,11 @@ def _handler_for(server: Server):
 
 
 def serve(folder: str | os.PathLike, *, latency_s: float = 0.0, bandwidth: float | None = None,
-          faults=(), timeout_s: float = 30.0) -> Server:
+          faults=()) -> Server:
     """Serve a folder (or a :class:`~labkit.Fixture`) over HTTP on 127.0.0.1 (chapter 06).
 
     ``latency_s`` comes before every response's first byte, ``bandwidth`` is bytes/s per
     connection, ``faults`` are :class:`Fault` s (or dicts); the first matching one applies.
     Use the :class:`Server` in a ``with`` block: ``with lk.remote.serve(fx) as srv: ...``.
     """
-    return Server(folder, latency_s=latency_s, bandwidth=bandwidth, faults=faults,
-                  timeout_s=timeout_s)
+    return Server(folder, latency_s=latency_s, bandwidth=bandwidth, faults=faults)

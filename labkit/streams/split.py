@@ -204,8 +204,7 @@ class ShardPlan:
                      f"{self.num_workers} worker(s): {len(self.idle)} idle")
         return "\n".join(lines)
 
-    def __str__(self) -> str:
-        return self.table()
+    __str__ = table
 
 
 def shard_plan(shards: int, num_workers: int, world_size: int = 1,
