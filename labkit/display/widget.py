@@ -40,8 +40,8 @@ class Dashboard:
             c.observe(lambda ch, name=name: self.model.set(name, ch["new"]), names="value")
             self.controls[name] = c
         self.run_button = w.Button(description="Run", button_style="success", icon="play")
-        self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop")
-        self.stop_button.disabled = True
+        self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop",
+                                    disabled=True)
         self.run_button.on_click(self._on_run)
         self.stop_button.on_click(lambda _: self._on_stop())
         self.status = w.Label(value="idle")

@@ -12,7 +12,6 @@ Per pass (``t_end[i]``: when batch ``i``'s step finished, or when it arrived wit
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -20,6 +19,7 @@ from itertools import islice
 from typing import Any
 
 import numpy as np
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset, default_collate
 
 from ..loading.batch import batch_nbytes, batch_tensors, make_sizer
 from .measurement import Measurement, Pass
@@ -28,16 +28,11 @@ from .measurement import Measurement, Pass
 def uniform_batch_size(loader: Any) -> int | None:
     """The batch size torch guarantees for every batch but the last (a DataLoader over a
     map-style dataset, stock BatchSampler, default collate), else None."""
-    torch = sys.modules.get("torch")  # never import torch just to ask
-    if torch is None:
-        return None
-    from torch.utils.data import BatchSampler, DataLoader, default_collate
-
     if (
         isinstance(loader, DataLoader)
         and type(loader.batch_sampler) is BatchSampler
         and loader.collate_fn is default_collate
-        and not isinstance(loader.dataset, torch.utils.data.IterableDataset)
+        and not isinstance(loader.dataset, IterableDataset)
     ):
         return loader.batch_size
     return None

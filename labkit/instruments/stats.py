@@ -53,9 +53,7 @@ def verdict(lo: float, hi: float, goal: float, higher_is_better: bool = True) ->
 
 def overall(*verdicts: str) -> str:
     """One verdict for several goals: any fail fails; else any inconclusive; else pass."""
-    if FAIL in verdicts:
-        return FAIL
-    return INCONCLUSIVE if INCONCLUSIVE in verdicts else PASS
+    return FAIL if FAIL in verdicts else INCONCLUSIVE if INCONCLUSIVE in verdicts else PASS
 
 
 def judge(name: str, values, goal: float, higher_is_better: bool = True,

@@ -46,16 +46,13 @@ def current_split(rank: int | None = None, world_size: int | None = None) -> Pla
     from torch.utils.data import get_worker_info
 
     if rank is None or world_size is None:
-        r, w = 0, 1
-        try:
-            import torch.distributed as dist
+        import torch.distributed as dist
 
-            if dist.is_available() and dist.is_initialized():
-                r, w = dist.get_rank(), dist.get_world_size()
-            elif "WORLD_SIZE" in os.environ:
-                r, w = int(os.environ.get("RANK", 0)), int(os.environ["WORLD_SIZE"])
-        except ImportError:  # pragma: no cover
-            pass
+        r, w = 0, 1
+        if dist.is_available() and dist.is_initialized():
+            r, w = dist.get_rank(), dist.get_world_size()
+        elif "WORLD_SIZE" in os.environ:
+            r, w = int(os.environ.get("RANK", 0)), int(os.environ["WORLD_SIZE"])
         rank = r if rank is None else rank
         world_size = w if world_size is None else world_size
     info = get_worker_info()
