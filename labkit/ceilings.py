@@ -1,19 +1,8 @@
 """This machine's data-loading ceilings, each measured alone with its spread (chapters 00, 16).
 
-A compute roofline bounds a kernel by two measured ceilings, peak FLOP/s and memory
-bandwidth. Data loading has one per kind of work a sample needs: bytes read from the page
-cache, bytes copied, samples fetched by the DataLoader, batches handed over from a worker,
-JPEG pixels decoded, bytes sent to the GPU. :func:`measure_ceilings` times each here, alone,
-in one process, over five trials after a warm-up; one this machine cannot measure (no GPU)
-says why instead. Placing a pipeline is one line the chapter types: each stage allows
-``rate / work per sample`` samples/s (times the processes that do it), the lowest binds::
-
-    c = measure_ceilings()
-    work = {"page_cache_read": 3072, "sample_fetch": 1, "handover": 1 / 64}
-    allows = {k: c[k].rate / w for k, w in work.items()}
-    bound = min(allows, key=allows.get)
-
-``labkit roofline`` prints the same table and writes it as the record ``roofline``.
+One ceiling per kind of work a sample needs (page-cache read, copy, DataLoader fetch, worker
+hand-over, JPEG decode, host-to-device), timed alone in one process over five trials; a
+stage allows ``rate / work per sample`` samples/s and the lowest binds (``labkit roofline``).
 """
 
 from __future__ import annotations
@@ -35,7 +24,7 @@ from .optional import status
 from .scale import knob, resolve_scale
 
 MIB = 2 ** 20
-TRIALS = 5   # timed trials after one untimed warm-up: the spread is the slowest and fastest
+TRIALS = 5   # timed trials after one untimed warm-up
 
 
 @dataclass(frozen=True)
@@ -78,8 +67,7 @@ class _Missing(LabkitError):
 
 
 def _num(x: float, unit: str) -> str:
-    """``5.1 GB/s``, ``340 Mpx/s``, ``1.2 k batches/s``: ceilings span seven orders of
-    magnitude."""
+    """``5.1 GB/s``, ``340 Mpx/s``, ``1.2 k batches/s``."""
     gap = "" if unit in ("B/s", "px/s") else " "
     for div, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if x >= div:
@@ -117,8 +105,7 @@ def _memcpy(scale: str):
 
 
 class _Same(Dataset):
-    """Item ``i`` is always one small tensor: what is left to time is the DataLoader's own
-    cost per sample (sampler, ``__getitem__`` call, ``default_collate``)."""
+    """One small tensor per item: what is timed is the DataLoader's own cost per sample."""
 
     def __init__(self, n: int):
         self.n, self.item = n, torch.zeros(4)
@@ -137,8 +124,7 @@ def _sample_fetch(scale: str):
 
 
 class _Batches(_Same):
-    """Each item a whole batch of two fresh small tensors (data, labels): each crosses from
-    the worker as a shared-memory segment of its own, as a collated batch's do."""
+    """Each item a batch of two fresh small tensors, as a collated batch crosses from a worker."""
 
     def __getitem__(self, i: int):
         return torch.empty(64, dtype=torch.uint8), torch.empty(1, dtype=torch.int64)
@@ -187,14 +173,8 @@ _CEILINGS = {   # name: (label, unit, how it is measured, the measurement)
 def measure_ceilings(names=None, scale: str | None = None) -> dict[str, Ceiling]:
     """Measure the ceilings ``names`` (default: all six) on this machine, now.
 
-    Returns ``{name: Ceiling}``: each with ``rate`` (the median trial, work per second in one
-    process), ``lo`` and ``hi`` (the slowest and fastest trial), ``unit`` and ``how``; or,
-    where this machine cannot measure it or the measurement failed, ``rate`` None and the
-    reason in ``why``. ``Checkpoint.add`` records the dict as ``ceiling.NAME``. Sizes follow
-    the scale (``lk.knob("ceiling_mib")`` and the rows after it): seconds at ci.
-
-    Raises:
-        LabkitError: a name that is not one of the ceilings (the message lists them).
+    Returns ``{name: Ceiling}`` (``rate``: the median trial, ``lo``, ``hi``, ``unit``, ``how``;
+    or ``rate`` None and ``why``); an unknown name raises :class:`~labkit.LabkitError`.
     """
     scale = resolve_scale(scale)
     names = list(_CEILINGS) if names is None else list(names)

@@ -1,5 +1,4 @@
-"""The kit's exceptions: each message names what is wrong and what to do (every chapter).
-"""
+"""The kit's exceptions: each message names what is wrong and what to do (every chapter)."""
 
 from __future__ import annotations
 

@@ -1,31 +1,9 @@
 """Linux-only facilities, each read in one place, and why one is missing (ch. 00-03, 09-13, 15, 16).
 
-The README says "Linux or macOS", and most workshop laptops are Macs. Six things the
-chapters measure with are Linux's alone; on any other OS the cell that needs one says in one
-line what it cannot measure there and why, and the chapter goes on:
-
-============  =======================================  ======================================
-name          what it gives                            elsewhere
-============  =======================================  ======================================
-fadvise       ``os.posix_fadvise(DONTNEED)``: drop one  macOS: ``sudo purge`` drops the whole
-              file's pages, no root (cold reads)        cache (root); no per-file eviction
-pss           psutil's PSS (shared pages divided        ``uss`` (pages only this process
-              among their users)                        holds) exists wherever psutil runs
-proc          ``/proc/<pid>/status`` (RssAnon, VmHWM)   ``resource.getrusage`` max RSS only
-rlimit_data   ``RLIMIT_DATA`` enforced on mmap'd        macOS accepts it and does not enforce
-              anonymous memory (the memory cap)         it on malloc's mappings
-affinity      ``os.sched_getaffinity`` (a container's   ``os.cpu_count()``: every core the
-              CPU set)                                  machine has
-dev_shm       ``/dev/shm`` (what torch's worker         macOS: POSIX shm objects, no folder
-              hand-over fills; Docker's 64 MiB)         to look at or size
-============  =======================================  ======================================
-
-:func:`has` answers for this process; a chapter asks ``lk.status("fadvise")`` (``(ok,
-why)``). ``LABKIT_HIDE_LINUX=1`` in the environment makes it
-answer False for all six on Linux too: CI's ``[macos]`` copy of every chapter runs so
-(spawn, as macOS's default, and ``tests/startmethod/sitecustomize.py`` also removes
-``os.posix_fadvise``, ``os.sched_getaffinity`` and psutil's ``pss``), which is how a Linux
-machine shows that every chapter reaches its end on a Mac.
+Six things the chapters measure with are Linux's alone (the keys of :data:`WHY`); elsewhere
+the cell that needs one says in one line what it cannot measure and why, and goes on. A
+chapter asks ``lk.status("fadvise")``; ``LABKIT_HIDE_LINUX=1`` hides all six on Linux too
+(CI's ``[macos]`` pass), so a Linux machine shows every chapter reaches its end on a Mac.
 """
 
 from __future__ import annotations
@@ -101,8 +79,7 @@ def usable_cores() -> int:
 
 
 def ptrace_scope() -> str | None:
-    """Linux's Yama ``ptrace_scope`` (0: a user may read any of its processes, as py-spy does
-    in chapter 13), or None where there is no such file (macOS, no Yama, hidden)."""
+    """Linux's Yama ``ptrace_scope`` (0: py-spy may read a user's processes), or None."""
     scope = Path("/proc/sys/kernel/yama/ptrace_scope")
     return scope.read_text().strip() if has("proc") and scope.exists() else None
 

@@ -1,26 +1,14 @@
 """Optional libraries: is one here, and if not, why and what to install (ch. 02, 03, 09-16).
 
-``lk.status(name)`` is the one way a chapter asks: ``lk.status("cuda")``,
-``lk.status("lance")``, ... return ``(ok, reason)``. Each check is registered by name with
-:func:`check` in the module that knows the library (``"cuda"`` at the end of this module,
-``"lance"`` next to the Lance reader), so its install hint and its caveats stay beside the
-code that needs them and this spine module imports no chapter folder at its top (``HOMES``
-says where each is, imported when first asked for); an unknown name raises
-:class:`~labkit.LabkitError` listing the known ones.
-
-Every optional row of a chapter (Lance, ArrayRecord, safetensors, tf.data, torchvision,
-torchcodec, PyAV, SPDL, kornia, DALI, MosaicML Streaming, LitData, Ray Data, the bake-off's
-loaders) asks the same two questions before it runs: is the distribution installed, and do
-its modules load? :func:`library_status` answers both as ``(ok, reason)`` and never raises:
-a wheel built for another torch (torchvision from PyPI beside a CPU torch) fails with any
-exception, not only ImportError, and the reason says so with the command that fixes it.
-
-``load=False`` only looks (``importlib.util.find_spec``): for libraries whose import is slow
-(Ray, TensorFlow) or changes the process (lance starts threads and is then not fork-safe).
+``lk.status(name)`` returns ``(ok, reason)``. Each check is registered with :func:`check`
+in the module that knows the library (``HOMES`` says which, imported when first asked).
+:func:`library_status` never raises: a wheel built for another torch fails with any
+exception; ``load=False`` only looks, for imports that are slow or not fork-safe (lance).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
@@ -39,8 +27,7 @@ from .facilities import ptrace_scope
 #: ``{name: check}``: every check ``status`` can run, filled by :func:`check` at import.
 _CHECKS: dict[str, Callable[..., tuple[bool, str]]] = {}
 
-#: Where each check is registered: its module is imported the first time a chapter asks
-#: (``import labkit`` no longer imports every folder, issue 46).
+#: Where each check is registered, imported the first time a chapter asks.
 HOMES = {
     "gpu_decode": "labkit.images.gpu",
     "kornia_gpu": "labkit.images.gpu",
@@ -58,11 +45,8 @@ HOMES = {
 
 
 def check(name: str):
-    """Register the decorated function as the check ``lk.status(name)`` runs.
-
-    The function takes only keyword options (``device=`` for the CUDA checks), returns
-    ``(ok, reason)`` and never raises. It comes back unchanged, so its module may call it.
-    """
+    """Register the decorated function (keyword options only, returns ``(ok, reason)``, never
+    raises) as the check ``lk.status(name)`` runs; it comes back unchanged."""
     def register(fn: Callable[..., tuple[bool, str]]):
         old = _CHECKS.get(name)
         if old is not None and (old.__module__, old.__qualname__) != (fn.__module__,
@@ -75,15 +59,9 @@ def check(name: str):
 
 
 def status(name: str, **options) -> tuple[bool, str]:
-    """``(True, what is here)`` if the optional library or device ``name`` can be used, else
-    ``(False, why not and what to install)``; never raises for a known name.
-
-    Introduced in chapter 02 (``lk.status("fadvise")``: the Linux-only facilities of
-    :mod:`labkit.facilities` answer here too) and 09 (``lk.status("cuda")``).
-    ``options`` go to the check
-    (``device="cuda:1"`` for ``"cuda"``, ``"gpu_decode"``, ``"kornia_gpu"``, ``"dali"``,
-    ``"media_gpu"``). An unknown ``name`` raises :class:`~labkit.LabkitError` that lists the
-    known names.
+    """``(True, what is here)`` if the optional library, device or Linux-only facility ``name``
+    can be used, else ``(False, why not and what to install)``. ``options`` go to the check
+    (``device="cuda:1"``); an unknown ``name`` raises :class:`~labkit.LabkitError`.
     """
     if name in facilities.WHY:     # a Linux-only facility (``"fadvise"``, ``"proc"``, ...)
         return (True, f"{name}: here") if facilities.has(name) else (
@@ -97,21 +75,11 @@ def status(name: str, **options) -> tuple[bool, str]:
     return probe(**options)
 
 
-def short_error(e: BaseException, limit: int = 120) -> str:
-    """``"TypeName: first words of the message"``, on one line, at most ``limit`` characters."""
-    return f"{type(e).__name__}: {' '.join(str(e).split())[:limit]}"
-
-
 def library_status(dist: str, *modules: str, install: str, load: bool = True,
                    label: str | None = None,
                    importer: Callable[[str], object] | None = None) -> tuple[bool, str]:
-    """``(True, "<label> <version>")`` if ``dist`` is here and ``modules`` load, else
-    ``(False, why; install)``.
-
-    ``modules`` default to ``dist``'s name; ``label`` (default ``dist``) names the library in
-    the reason; ``importer`` replaces ``importlib.import_module`` for a library that needs a
-    recipe to import (MosaicML Streaming without torchvision); ``load=False`` finds the
-    modules without importing them.
+    """``(True, "<label> <version>")`` if ``dist`` is here and ``modules`` (default: ``dist``)
+    load with ``importer`` (default ``importlib.import_module``), else ``(False, why; install)``.
     """
     label = label or dist
     for mod in modules or (dist,):
@@ -127,7 +95,8 @@ def library_status(dist: str, *modules: str, install: str, load: bool = True,
             try:
                 (importer or importlib.import_module)(mod)
             except Exception as e:  # noqa: BLE001 - a mismatched build raises anything
-                return False, f"{label} does not load here ({short_error(e)}); {install}"
+                why = f"{type(e).__name__}: {' '.join(str(e).split())[:120]}"
+                return False, f"{label} does not load here ({why}); {install}"
     return True, f"{label} {library_version(dist, *modules)}"
 
 
@@ -142,8 +111,7 @@ def library_version(dist: str, *modules: str) -> str:
     return "(version unknown)"
 
 
-# -- chapter 12b's optional formats (load=False: importing lance makes every later fork()
-# unsafe; TensorFlow cannot share a process with the tfrecord package) -----------------
+# -- chapter 12b's formats (load=False: lance makes later forks unsafe; TF and tfrecord clash)
 
 _FORMATS_EXTRA = 'pip install -e ".[moreformats]"'
 
@@ -172,18 +140,12 @@ def _tfdata_status() -> tuple[bool, str]:
                                   "'labkit[tfdata]' (tensorflow-cpu, ~600 MB)")
 
 
-# -- chapter 13: py-spy samples a running worker from outside (ptrace / process_vm_readv):
-# the same user and ptrace_scope 0, or root, or CAP_SYS_PTRACE (Docker: --cap-add SYS_PTRACE);
-# the check tries it once on a child process ------------------------------------------------
-
-_pyspy_seen: dict = {}
-
+# -- chapter 13: py-spy samples a running worker from outside (ptrace); tried once on a child
 
 @check("pyspy")
+@functools.cache
 def _pyspy_status() -> tuple[bool, str]:
     """``(True, version)`` if py-spy can sample a child process here, else ``(False, why)``."""
-    if "result" in _pyspy_seen:
-        return _pyspy_seen["result"]
     here = Path(sys.executable).parent / "py-spy"  # a venv not activated
     exe = shutil.which("py-spy") or (str(here) if here.exists() else None)
     if exe is None:
@@ -209,7 +171,6 @@ def _pyspy_status() -> tuple[bool, str]:
         finally:
             child.kill()
             child.wait()
-    _pyspy_seen["result"] = result
     return result
 
 
@@ -217,11 +178,7 @@ def _pyspy_status() -> tuple[bool, str]:
 
 @check("cuda")
 def _cuda_status(device: Any = None) -> tuple[bool, str]:
-    """``(True, "...")`` if CUDA work can run here, else ``(False, the reason in words)``.
-
-    Introduced in chapter 09; chapter 10 uses it for its GPU decode paths. Here, not
-    in a chapter folder: CUDA is asked about by chapters 09, 10, 13 and 16.
-    """
+    """``(True, "...")`` if CUDA work can run here, else ``(False, the reason in words)``."""
     try:
         import torch
     except Exception as e:  # noqa: BLE001 - any import failure means "no CUDA here"

@@ -1,8 +1,6 @@
 """Teaching datasets, importable so spawn/forkserver workers can load them (ch. 00-04, 08, 12, 14).
 
-(A Dataset class defined in a notebook cell cannot be pickled into a spawned worker; one
-defined here can.) Every sample is ``(features, id)``: the id lets audits count exactly
-which samples a loader delivered. Introduced in chapter 01; chapter 02 takes mmap apart.
+Every sample is ``(features, id)``: the id lets audits count which samples a loader delivered.
 """
 
 from __future__ import annotations
@@ -20,18 +18,9 @@ from .fixtures import source_files
 _NPY_MAGIC = b"\x93NUMPY"
 
 
-def _source(fixture_or_path, suffix: str) -> tuple[Path, dict]:
-    """A path from a Fixture (its file with ``suffix``) or from a plain path."""
-    return source_files(fixture_or_path, suffix)[0], dict(getattr(fixture_or_path, "meta", {}))
-
-
 def open_array(path: str | os.PathLike, dtype=None, shape=None) -> np.ndarray:
-    """Open a ``.npy`` (header gives dtype/shape) or a raw file (pass them) read-only, lazily.
-
-    Checks the file holds exactly the bytes its dtype and shape need, so a truncated or
-    wrong-shape file fails here, naming the file, instead of as a strange error later.
-    Mode ``"r"`` on purpose: ``"r+"`` on a short raw file would silently grow it.
-    """
+    """Open a ``.npy`` (header gives dtype/shape) or a raw file (pass them) read-only, lazily;
+    a file without exactly the bytes they need raises :class:`~labkit.DataFormatError`."""
     path = Path(path)
     try:
         actual = path.stat().st_size
@@ -69,11 +58,10 @@ def open_array(path: str | os.PathLike, dtype=None, shape=None) -> np.ndarray:
 class NpyFilesDataset(Dataset):
     """One ``.npy`` file per sample: the naive layout (one open+read+parse per sample)."""
 
-    def __init__(self, fixture_or_folder, dtype=None, sample_shape=None):
+    def __init__(self, fixture_or_folder):
         meta = getattr(fixture_or_folder, "meta", {})
         self.files = source_files(fixture_or_folder, ".npy", missing_ok=True)
-        dtype = dtype or meta.get("dtype")
-        shape = sample_shape or meta.get("sample_shape")
+        dtype, shape = meta.get("dtype"), meta.get("sample_shape")
         self.dtype = np.dtype(dtype) if dtype else None
         self.shape = tuple(shape) if shape else None
         if not self.files:
@@ -103,15 +91,11 @@ class NpyFilesDataset(Dataset):
 
 
 class _Lazy(Dataset):
-    """Opens its array on first use in each process, never in the parent's pickle.
-
-    Pickling an ``np.memmap`` into a worker copies the whole array into the pickle, so
-    only the path travels and each worker maps the file itself.
-    """
+    """Opens its array on first use in each process: a pickled memmap would copy the array."""
 
     def __init__(self, fixture_or_path, dtype=None, shape=None):
-        path, meta = _source(fixture_or_path, ".npy")
-        self.path = path
+        self.path = source_files(fixture_or_path, ".npy")[0]
+        meta = getattr(fixture_or_path, "meta", {})
         self.dtype = dtype or meta.get("dtype")
         self.shape = shape or meta.get("shape")
         self._arr = None
@@ -140,11 +124,8 @@ class MemmapRows(_Lazy):
 
 
 class MemmapBatches(_Lazy):
-    """Batch slicing: ``dataset[b]`` is rows ``b*batch_size`` to ``(b+1)*batch_size``.
-
-    One contiguous read per batch instead of one per sample; use it with
-    ``DataLoader(..., batch_size=None)`` since each item already is a batch.
-    """
+    """Batch slicing, one read a batch: ``dataset[b]`` is rows ``b*batch_size`` on (use
+    ``DataLoader(..., batch_size=None)``)."""
 
     def __init__(self, fixture_or_path, batch_size: int, dtype=None, shape=None,
                  drop_last: bool = False):

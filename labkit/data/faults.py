@@ -1,9 +1,4 @@
-"""Damaged copies of fixture files, for "what goes wrong" (ch. 02, 05-07, 10, 12, 14-16).
-
-The cached fixtures are never touched: :func:`damaged_copy` copies a file (or a fixture
-folder) somewhere else and damages the copy in one of the ways real data breaks: cut short
-by a full disk or an interrupted download, bytes overwritten, a file gone missing.
-"""
+"""Damaged copies of fixture files, for "what goes wrong" (ch. 02, 05-07, 10, 12, 14-16)."""
 
 from __future__ import annotations
 
@@ -15,14 +10,8 @@ HOW = ("truncate", "flip", "zero", "delete")
 
 
 def damage(path: str | os.PathLike, how: str, at: float = 0.5, length: int = 64) -> Path:
-    """Damage one file in place; never call it on a cached fixture (use :func:`damaged_copy`).
-
-    Args:
-        how: ``truncate`` (keep the first ``at`` fraction of bytes), ``flip`` (invert
-            ``length`` bytes starting at ``at``), ``zero`` (overwrite them with zeros) or
-            ``delete`` (remove the file).
-        at: where, as a fraction of the file size (0 <= at < 1).
-    """
+    """Damage one file in place (never a cached fixture): ``truncate`` at fraction ``at``,
+    ``flip`` or ``zero`` ``length`` bytes from there, or ``delete`` it."""
     path = Path(path)
     if how not in HOW:
         raise ValueError(f"how={how!r}: choose one of {', '.join(HOW)}")
@@ -47,12 +36,8 @@ def damage(path: str | os.PathLike, how: str, at: float = 0.5, length: int = 64)
 
 def damaged_copy(src: str | os.PathLike, dest: str | os.PathLike, how: str, *,
                  file: str | None = None, at: float = 0.5, length: int = 64) -> Path:
-    """Copy ``src`` to ``dest`` and damage the copy; returns the damaged file's path.
-
-    ``src`` may be a file, a :class:`~labkit.Fixture` or a folder; for a folder or fixture,
-    name the member to damage with ``file`` (a path relative to the folder). ``dest`` is
-    replaced if it exists. See :func:`damage` for ``how``, ``at`` and ``length``.
-    """
+    """Copy ``src`` (a file, a folder or a :class:`~labkit.Fixture`: name its member ``file``)
+    to ``dest``, replacing it, and :func:`damage` the copy; returns the damaged file."""
     src = Path(getattr(src, "path", src))
     dest = Path(dest)
     if dest.is_dir():

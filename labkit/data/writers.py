@@ -1,9 +1,7 @@
 """Format writers behind :mod:`labkit.data.fixtures`, one class per fixture kind (ch. 00-14).
 
-Each writer turns a resolved spec into files in a folder and returns ``(meta, samples)``.
-Content comes from numpy's PCG64 seeded by the spec, so it is identical everywhere; only the
-bytes written by a third-party encoder (JPEG by Pillow, Parquet by Arrow) can change with
-that library's version, which is what ``portable`` says.
+Each turns a resolved spec into files and returns ``(meta, samples)``; content is seeded, so
+identical everywhere, except bytes a third-party encoder writes (not ``portable``).
 """
 
 from __future__ import annotations
@@ -26,14 +24,18 @@ _WORDS = (
 
 
 def shard_bounds(n: int, parts: int) -> list[int]:
-    """Where ``n`` items cut into ``parts`` contiguous pieces: ``parts + 1`` bounds.
-
-    Piece ``p`` is ``bounds[p]:bounds[p + 1]``; sizes differ by at most 1. The one cut in
-    the kit: fixture shards and bake-off shards.
-    """
+    """Where ``n`` items cut into ``parts`` contiguous pieces (sizes differ by at most 1):
+    ``parts + 1`` bounds, piece ``p`` is ``bounds[p]:bounds[p + 1]``."""
     if parts < 1:
         raise ValueError(f"parts={parts}: need at least one piece")
     return [p * n // parts for p in range(parts + 1)]
+
+
+def _shards(spec: dict, ext: str) -> list[dict]:
+    """The manifest of ``spec["shards"]`` files ``shard-NNNNN.ext``: file, first_id, samples."""
+    b = shard_bounds(spec["samples"], spec["shards"])
+    return [{"file": f"shard-{s:05d}.{ext}", "first_id": b[s], "samples": b[s + 1] - b[s]}
+            for s in range(spec["shards"])]
 
 
 class Writer:
@@ -107,24 +109,19 @@ class NpyShardsWriter(Writer):
         return spec["samples"] * spec["features"] * np.dtype(spec["dtype"]).itemsize
 
     def write(self, spec, dest, update):
-        n, k = spec["samples"], spec["shards"]
-        bounds = shard_bounds(n, k)
-        chunks = _row_chunks(spec, n)  # the same row stream as "array", cut into shards
+        chunks = _row_chunks(spec, spec["samples"])  # the rows of "array", cut into shards
         pending = np.empty((0, spec["features"]), spec["dtype"])
-        shards = []
-        for s in range(k):
-            lo, hi = bounds[s], bounds[s + 1]
-            parts = [pending]
-            while sum(len(p) for p in parts) < hi - lo:
+        shards = _shards(spec, "npy")
+        for sh in shards:
+            parts, k = [pending], sh["samples"]
+            while sum(len(p) for p in parts) < k:
                 parts.append(next(chunks))
             buf = np.concatenate(parts)
-            rows, pending = buf[: hi - lo], buf[hi - lo:]
-            name = f"shard-{s:05d}.npy"
-            np.save(dest / name, rows)
+            rows, pending = buf[:k], buf[k:]
+            np.save(dest / sh["file"], rows)
             update(rows.nbytes)
-            shards.append({"file": name, "first_id": lo, "samples": hi - lo})
         return {"dtype": spec["dtype"], "sample_shape": [spec["features"]],
-                "shards": shards}, n
+                "shards": shards}, spec["samples"]
 
 
 def synth_image(seed: int, i: int, size: int, classes: int) -> tuple[np.ndarray, int]:
@@ -185,15 +182,12 @@ class WebDatasetWriter(Writer):
         return spec["samples"] * (spec["size"] ** 2 * 2 // 3 + 3 * 512 + 4 * spec["features"])
 
     def write(self, spec, dest, update):
-        n, k = spec["samples"], spec["shards"]
-        bounds = shard_bounds(n, k)
-        shards = []
-        for s in range(k):
-            name = f"shard-{s:05d}.tar"
+        shards = _shards(spec, "tar")
+        for sh in shards:
             # Plain tarfile, not webdataset.TarWriter: TarWriter stamps the current time
             # into every member, and the fixture must be byte-identical across runs.
-            with tarfile.open(dest / name, "w", format=tarfile.USTAR_FORMAT) as tar:
-                for i in range(bounds[s], bounds[s + 1]):
+            with tarfile.open(dest / sh["file"], "w", format=tarfile.USTAR_FORMAT) as tar:
+                for i in range(sh["first_id"], sh["first_id"] + sh["samples"]):
                     img, label = synth_image(spec["seed"], i, spec["size"], spec["classes"])
                     vec = np.random.default_rng([spec["seed"], i, 1]).standard_normal(
                         spec["features"], dtype=np.float32)
@@ -206,10 +200,8 @@ class WebDatasetWriter(Writer):
                     _tar_add(tar, f"{key}.cls", str(label).encode())
                     _tar_add(tar, f"{key}.npy", npy.getvalue())
                     update(len(jpg) + 1536 + vec.nbytes)
-            shards.append({"file": name, "first_id": bounds[s],
-                           "samples": bounds[s + 1] - bounds[s]})
         return {"classes": spec["classes"], "size": spec["size"], "shards": shards,
-                "keys": ["jpg", "cls", "npy"]}, n
+                "keys": ["jpg", "cls", "npy"]}, spec["samples"]
 
 
 def _texts(rng: np.random.Generator, n: int) -> list[str]:
@@ -233,11 +225,10 @@ class ParquetWriter(Writer):
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        n, k, f = spec["samples"], spec["shards"], spec["features"]
-        bounds = shard_bounds(n, k)
-        shards = []
-        for s in range(k):
-            lo, hi = bounds[s], bounds[s + 1]
+        f = spec["features"]
+        shards = _shards(spec, "parquet")
+        for s, sh in enumerate(shards):
+            lo, hi = sh["first_id"], sh["first_id"] + sh["samples"]
             rng = np.random.default_rng([spec["seed"], s])
             feats = rng.standard_normal((hi - lo, f), dtype=np.float32)
             feats[:, 0] = np.arange(lo, hi)
@@ -247,13 +238,11 @@ class ParquetWriter(Writer):
                 "features": pa.FixedSizeListArray.from_arrays(pa.array(feats.ravel()), f),
                 "text": pa.array(_texts(rng, hi - lo)),
             })
-            name = f"shard-{s:05d}.parquet"
-            pq.write_table(table, dest / name, row_group_size=spec["row_group"],
+            pq.write_table(table, dest / sh["file"], row_group_size=spec["row_group"],
                            compression="snappy")
             update(table.nbytes)
-            shards.append({"file": name, "first_id": lo, "samples": hi - lo})
         return {"columns": ["id", "label", "features", "text"], "features": f,
-                "row_group": spec["row_group"], "shards": shards}, n
+                "row_group": spec["row_group"], "shards": shards}, spec["samples"]
 
 
 class JsonlWriter(Writer):
@@ -262,22 +251,18 @@ class JsonlWriter(Writer):
         return spec["samples"] * 150
 
     def write(self, spec, dest, update):
-        n, k = spec["samples"], spec["shards"]
-        bounds = shard_bounds(n, k)
-        shards = []
-        for s in range(k):
-            lo, hi = bounds[s], bounds[s + 1]
+        shards = _shards(spec, "jsonl")
+        for s, sh in enumerate(shards):
+            lo, k = sh["first_id"], sh["samples"]
             rng = np.random.default_rng([spec["seed"], s])
-            labels = rng.integers(0, spec["classes"], hi - lo)
-            texts = _texts(rng, hi - lo)
-            name = f"shard-{s:05d}.jsonl"
-            with open(dest / name, "w") as fh:
-                for j, i in enumerate(range(lo, hi)):
-                    line = json.dumps({"id": i, "label": int(labels[j]), "text": texts[j]})
+            labels = rng.integers(0, spec["classes"], k)
+            texts = _texts(rng, k)
+            with open(dest / sh["file"], "w") as fh:
+                for j in range(k):
+                    line = json.dumps({"id": lo + j, "label": int(labels[j]), "text": texts[j]})
                     fh.write(line + "\n")
-            update((hi - lo) * 150)
-            shards.append({"file": name, "first_id": lo, "samples": hi - lo})
-        return {"shards": shards, "fields": ["id", "label", "text"]}, n
+            update(k * 150)
+        return {"shards": shards, "fields": ["id", "label", "text"]}, spec["samples"]
 
 
 WRITERS: dict[str, Writer] = {
@@ -291,8 +276,7 @@ WRITERS: dict[str, Writer] = {
 }
 
 
-# Kinds whose writers live beside their chapter's code, imported the first time a spec
-# names one (``import labkit`` no longer imports every folder, issue 46).
+# Kinds whose writers live beside their chapter's code, imported when a spec names one.
 CHAPTER_KINDS = {"corpus": "labkit.tokens.corpus", "video": "labkit.media.writers",
                  "audio": "labkit.media.writers"}
 
@@ -305,13 +289,7 @@ def writer_for(kind: str) -> Writer | None:
 
 
 def register_writer(kind: str, writer: Writer) -> None:
-    """Add a fixture kind from a chapter folder (the folder calls this when imported).
-
-    The spine lists its own kinds above; chapter 11's ``corpus`` (:mod:`labkit.tokens.corpus`)
-    and chapter 15's ``video`` and ``audio`` (:mod:`labkit.media.writers`) register here, so
-    the spine never imports a chapter folder at its top; :func:`writer_for` imports it
-    when a spec names its kind.
-    """
+    """Add a fixture kind from a chapter folder (the folder calls this when imported)."""
     if kind in WRITERS and type(WRITERS[kind]) is not type(writer):
         raise ValueError(f"fixture kind {kind!r} is already written by {WRITERS[kind]!r}")
     WRITERS[kind] = writer

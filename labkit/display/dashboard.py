@@ -1,12 +1,8 @@
 """A live throughput dashboard: pick knobs, press Run, watch samples/s (chapter 01 on).
 
-Introduced in chapter 01 and used for the knob that matters in every later chapter.
-:class:`DashboardModel` holds all the logic in plain Python (tests and headless notebooks
-drive it directly); :class:`~labkit.display.widget.Dashboard` only wires ipywidgets
-controls and a PNG plot to it. A run is timed by the meter's loop
-(:func:`~labkit.instruments.meter.timed_steps`) and its result is a :class:`DashboardRun`,
-a one-pass :class:`~labkit.instruments.measurement.Measurement`: ``r.samples_per_s`` reads
-the same as ``lk.measure(...).samples_per_s``, and ``r.config`` holds the run's knobs.
+:class:`DashboardModel` holds the logic in plain Python (tests and headless notebooks drive
+it); :class:`~labkit.display.widget.Dashboard` wires ipywidgets to it. A run is timed by the
+meter's loop and is a one-pass ``Measurement`` (:class:`DashboardRun`).
 """
 
 from __future__ import annotations
@@ -37,11 +33,8 @@ def _allowed(value: Any, options: list) -> bool:
 
 @dataclass(repr=False)
 class DashboardRun(Measurement):
-    """One dashboard run: a :class:`Measurement` of one pass (all of the run's epochs).
-
-    ``config`` holds the run's knob values, ``run`` its number (1, 2, ...), ``status`` how
-    it ended: done, stopped, or ``error: <the exception>``.
-    """
+    """One run: a one-pass :class:`Measurement`, its ``run`` number and ``status`` (done,
+    stopped or ``error: ...``)."""
 
     run: int = 0
     status: str = "done"
@@ -53,13 +46,8 @@ class DashboardRun(Measurement):
 
 
 class DashboardModel:
-    """Runs one pass over a loader per run, timing data-wait vs compute in windows.
-
-    Introduced in chapter 01. ``make_loader(config)`` builds the loader from the knob values;
-    ``step(batch)`` is an optional train step. :attr:`state` is one of idle, running,
-    stopping, done, stopped, error; :attr:`series` holds the current run's windows and
-    :attr:`runs` one :class:`DashboardRun` per past run.
-    """
+    """One pass over ``make_loader(config)`` per run, timing data-wait in windows: ``state``,
+    ``series`` (the current run's windows), ``history`` and ``runs`` (one per past run)."""
 
     def __init__(self, make_loader: Callable[[dict], Iterable],
                  step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
@@ -166,10 +154,7 @@ class DashboardModel:
                 log.exception("dashboard callback %r failed", fn)
 
     def _epochs(self, loader: Iterable) -> Iterator:
-        """The run's batches: ``epochs`` passes over the same loader (None: until stopped).
-
-        The same loader each epoch, so persistent_workers keeps its workers.
-        """
+        """``epochs`` passes over the same loader (None: until stopped)."""
         epoch = 0
         while not self._stop.is_set():
             yield from loader
@@ -182,7 +167,7 @@ class DashboardModel:
         clock = time.perf_counter
         recv: list[float] = []  # when each batch arrived, and when its step was done: the
         ends: list[float] = []  # run's clock, with the callbacks' time taken out
-        win, win_start, off = _Tally(), 0.0, 0.0
+        win, win_start, off = [0, 0, 0.0], 0.0, 0.0   # a window's batches, samples, wait
         first: dict = {}  # the first batch's samples, bytes per sample and tensors (lk.measure's)
         samples, status, loader = 0, "done", None
         t0 = clock()
@@ -197,15 +182,16 @@ class DashboardModel:
                              tensors=batch_tensors(batch))
             k = first["sizer"](batch)
             samples += k
-            win.add(k, got - (ends[-1] if ends else t0), done - got)
+            win[0] += 1
+            win[1] += k
+            win[2] += got - (ends[-1] if ends else t0)
             recv.append(got)
             ends.append(done)
             if done - t0 - win_start >= self.window_s:
-                # Callbacks (plot renders) are left off the run's clock, so attaching a
-                # dashboard does not lower the throughput it reports.
+                # callbacks (plot renders) are left off the run's clock, not to lower its rate
                 t_s = done - t0
                 off += self._point(t_s, win_start, win)
-                win, win_start = _Tally(), t_s
+                win, win_start = [0, 0, 0.0], t_s
             return (self._stop.is_set()
                     or (self.max_batches is not None and len(ends) >= self.max_batches)
                     or (self.max_seconds is not None and done - t0 >= self.max_seconds))
@@ -214,10 +200,9 @@ class DashboardModel:
             loader = self.make_loader(dict(cfg))
             t0 = clock()  # as in lk.measure: from iter(), the loader already built
             timed_steps(self._epochs(loader), self.step, on_batch)
-            # The last, partial window: only if long enough not to draw a spurious end-of-pass
-            # dip, or if it is the only one (so a short run still draws a point).
+            # the last, partial window: if long enough not to draw a false dip, or the only one
             end = (ends[-1] if ends else clock() - off) - t0
-            if win.batches and (not self.series or end - win_start >= self.window_s / 2):
+            if win[0] and (not self.series or end - win_start >= self.window_s / 2):
                 self._point(end, win_start, win)
             if self._stop.is_set():
                 status = "stopped"
@@ -229,8 +214,7 @@ class DashboardModel:
             status = f"error: {self.error}"
             log.error("dashboard run %d failed: %s", n, self.error, exc_info=True)
         finally:
-            # the last reference to the loader (the loop dropped its iterator): torch stops
-            # the workers
+            # the last reference to the loader (the loop dropped its iterator): workers stop
             loader = None
             if status.startswith("error"):
                 gc.collect()  # a re-raised worker error holds the iterator in a reference cycle
@@ -247,25 +231,12 @@ class DashboardModel:
             self._done.set()
         return result
 
-    def _point(self, t_s: float, start: float, win: _Tally) -> float:
+    def _point(self, t_s: float, start: float, win: list) -> float:
         """Append a window's point, run the update callbacks, return the seconds they took."""
         span = t_s - start
-        point = {"t_s": t_s, "samples_per_s": rate(win.samples, span),
-                 "wait_fraction": wait_fraction(win.wait_s, span)}
+        point = {"t_s": t_s, "samples_per_s": rate(win[1], span),
+                 "wait_fraction": wait_fraction(win[2], span)}
         self.series.append(point)
         t = time.perf_counter()
         self._call(self._update_fns)
         return time.perf_counter() - t
-
-
-class _Tally:
-    """Batches, samples, data-wait and compute seconds of one window."""
-
-    def __init__(self) -> None:
-        self.batches, self.samples, self.wait_s, self.compute_s = 0, 0, 0.0, 0.0
-
-    def add(self, samples: int, wait_s: float, compute_s: float) -> None:
-        self.batches += 1
-        self.samples += samples
-        self.wait_s += wait_s
-        self.compute_s += compute_s

@@ -1,12 +1,7 @@
 """The one figure scaffold every plot, dashboard and report starts from (every chapter).
 
-Two kinds of figure, for two places:
-
-* :func:`subplots` / :func:`done`: pyplot figures for a notebook cell. ``done`` lays the
-  figure out and closes it, so the notebook shows it exactly once (as the cell's value).
-* :func:`agg_figure` / :func:`png_bytes`: a bare ``Figure`` on an Agg canvas, off pyplot's
-  global state, for code that draws from another thread (the dashboard) or only writes PNGs
-  (the report).
+:func:`subplots` / :func:`done`: pyplot figures a cell shows once; :func:`agg_figure` /
+:func:`png_bytes`: an Agg ``Figure`` off pyplot's global state (other threads, PNG files).
 """
 
 from __future__ import annotations
@@ -21,11 +16,11 @@ def subplots(*args, **kwargs):
     return plt.subplots(*args, **kwargs)
 
 
-def done(fig, **layout):
-    """Lay the figure out (``tight_layout(**layout)``), close it, return it."""
+def done(fig):
+    """Lay the figure out (``tight_layout``), close it, return it."""
     import matplotlib.pyplot as plt
 
-    fig.tight_layout(**layout)
+    fig.tight_layout()
     plt.close(fig)
     return fig
 

@@ -14,11 +14,8 @@ from .figures import agg_figure, png_bytes
 
 
 class Dashboard:
-    """Widgets around a :class:`DashboardModel`: knob controls, Run/Stop, live plot, table.
-
-    Introduced in chapter 01. End a cell with the dashboard to show it; headless notebooks
-    call :meth:`run_sync` instead of clicking.
-    """
+    """Widgets around a :class:`DashboardModel`: knobs, Run/Stop, live plot, table (chapter
+    01); end a cell with it to show it, or call :meth:`run_sync` headless."""
 
     min_render_s = 0.25  # at most ~4 PNG renders a second: each costs tens of ms of CPU
 
@@ -43,8 +40,8 @@ class Dashboard:
             c.observe(lambda ch, name=name: self.model.set(name, ch["new"]), names="value")
             self.controls[name] = c
         self.run_button = w.Button(description="Run", button_style="success", icon="play")
-        self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop")
-        self.stop_button.disabled = True
+        self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop",
+                                    disabled=True)
         self.run_button.on_click(self._on_run)
         self.stop_button.on_click(lambda _: self._on_stop())
         self.status = w.Label(value="idle")
@@ -71,13 +68,8 @@ class Dashboard:
         return self._widget._repr_mimebundle_(**kwargs)
 
     def run_sync(self, raise_on_error: bool = True, **overrides: Any) -> DashboardRun:
-        """Set the given knobs, run in this thread, refresh, return the run.
-
-        The run is a one-pass Measurement (``r.samples_per_s``, ``r.wait_fraction``, ...)
-        with ``r.config`` (its knobs) and ``r.status``. Headless notebooks call this; a
-        loader that fails raises (``raise_on_error``), so a broken chapter fails its cell
-        in CI instead of printing an error row.
-        """
+        """Set the given knobs, run in this thread, refresh, return the :class:`DashboardRun`;
+        a failed run raises (``raise_on_error``), so a broken chapter fails its cell in CI."""
         if self.model.running:
             raise LabkitError("a run is in progress; press Stop (or wait) before run_sync()")
         for name, value in overrides.items():

@@ -17,10 +17,7 @@ def rate(count: float, seconds: float) -> float:
 
 
 def wait_fraction(wait_s: float, loop_s: float) -> float:
-    """Data-wait as a share of the loop's time (wait + step + the loop's own overhead).
-
-    The one definition the meter, the dashboard and every plot use; NaN for an empty loop.
-    """
+    """Data-wait as a share of the loop's time (wait + step + overhead); NaN for no time."""
     return wait_s / loop_s if loop_s > 0 else float("nan")
 
 
@@ -62,12 +59,9 @@ class Measurement:
     passes: list[Pass] = field(default_factory=list)
     step: str | None = None
 
-    def _stat(self, values: list[float]) -> tuple[float, float, float]:
-        return statistics.median(values), min(values), max(values)
-
     @property
     def samples_per_s(self) -> float:
-        return self._stat([p.samples_per_s for p in self.passes])[0]
+        return statistics.median(p.samples_per_s for p in self.passes)
 
     @property
     def epoch_samples_per_s(self) -> float:
@@ -81,8 +75,8 @@ class Measurement:
 
     @property
     def samples_per_s_range(self) -> tuple[float, float]:
-        _, lo, hi = self._stat([p.samples_per_s for p in self.passes])
-        return lo, hi
+        rates = [p.samples_per_s for p in self.passes]
+        return min(rates), max(rates)
 
     @property
     def spread(self) -> float:
@@ -98,8 +92,7 @@ class Measurement:
 
     @property
     def tensors_per_batch(self) -> int:
-        """Torch tensors in a batch (images and labels: 2), from the first pass's first batch:
-        with workers, each crosses to the loop on its own (chapter 09's hand-over)."""
+        """Torch tensors in the first batch (each crosses from a worker on its own)."""
         return self.passes[0].tensors
 
     @property

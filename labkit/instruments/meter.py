@@ -1,31 +1,17 @@
 """The throughput meter: how fast a loader delivers, how long training waits (chapter 00 on).
 
-``measure(loader)`` iterates a loader with warm-up passes and repeats and reports samples/s,
-bytes/s, first-batch latency, per-batch latency percentiles and, given a train step, the
-split between data-wait and compute. Figures are medians with their spread, never one run.
-Introduced in chapter 01.
-
-Definitions, per pass (``t_end[i]`` is when batch ``i``'s step finished, or when it arrived
-if there is no step):
+Per pass (``t_end[i]``: when batch ``i``'s step finished, or when it arrived without a step):
 
 * ``first_batch_s``: from ``iter(loader)`` to the first batch (worker start-up included).
-* ``samples_per_s``: steady state, ``samples in batches 1..n-1 / (t_end[n-1] - t_end[0])``;
-  start-up is reported separately instead of being averaged in.
+* ``samples_per_s``: steady state, ``samples in batches 1..n-1 / (t_end[n-1] - t_end[0])``.
 * ``wait_s`` / ``compute_s``: time blocked in ``next()`` / time in the step, batches 1..n-1.
-* ``batch latency``: the data-wait of each batch after the first (with no step: the time
-  between consecutive batches). Without a step, batches arriving less than 20 us apart
-  are timed in groups of >= 200 us after the first 64 (any per-batch Python work would be
-  2 % of such a batch); their latency is the group's mean per batch, and
-  ``latency_stride`` says how many batches a group held.
-
-With a train step, every pass goes through :func:`timed_steps`, the kit's one timed loop
-with a step: the dashboard (chapter 01 on) and the timeline (chapter 13) run it too.
+* batch latency: each later batch's data-wait. Without a step, batches < 20 us apart are
+  timed in groups of >= 200 us after the first 64 (``latency_stride`` batches a group).
 """
 
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -33,38 +19,29 @@ from itertools import islice
 from typing import Any
 
 import numpy as np
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset, default_collate
 
 from ..loading.batch import batch_nbytes, batch_tensors, make_sizer
 from .measurement import Measurement, Pass
 
 
 def uniform_batch_size(loader: Any) -> int | None:
-    """The batch size torch guarantees for every batch but the last, or None if it doesn't.
-
-    True for a DataLoader over a map-style dataset with the stock BatchSampler and the
-    default collate: then the meter need not size every batch (see :func:`measure`).
-    """
-    torch = sys.modules.get("torch")  # never import torch just to ask
-    if torch is None:
-        return None
-    from torch.utils.data import BatchSampler, DataLoader, default_collate
-
+    """The batch size torch guarantees for every batch but the last (a DataLoader over a
+    map-style dataset, stock BatchSampler, default collate), else None."""
     if (
         isinstance(loader, DataLoader)
         and type(loader.batch_sampler) is BatchSampler
         and loader.collate_fn is default_collate
-        and not isinstance(loader.dataset, torch.utils.data.IterableDataset)
+        and not isinstance(loader.dataset, IterableDataset)
     ):
         return loader.batch_size
     return None
 
 
-#: Batches arriving faster than this are timed in groups. Any Python bytecode run per batch
-#: (a clock read and an append: ~0.15-0.2 us) is 2 % of a batch at 100k batches/s.
+#: Batches faster than this are timed in groups (a clock read a batch would be 2 % of it) of at
+#: least GROUP_PERIOD_S and at most MAX_STRIDE batches (a group's batches live until counted).
 FAST_BATCH_S = 20e-6
-#: A group lasts at least this long, so its one Python iteration (~1 us) costs <1 %.
 GROUP_PERIOD_S = 200e-6
-#: At most this many batches a group: the group's batches are alive until it is counted.
 MAX_STRIDE = 256
 _PROBE_BATCHES = 64
 
@@ -85,14 +62,10 @@ def _stride_for(recv: list[float]) -> int:
 def timed_steps(batches: Iterable, step: Callable[[Any], Any] | None,
                 on_batch: Callable[[Any, float, float, float], Any],
                 clock: Callable[[], float] = time.perf_counter) -> int:
-    """The timed loop with a train step; returns how many batches it took.
+    """The kit's one timed loop with a train step (the meter, the dashboard, the timeline).
 
-    For each batch: ``asked`` (``next()`` called), ``got`` (the batch in hand), then
-    ``step(batch)`` and ``done`` (without a step, ``done`` is ``got``); then
-    ``on_batch(batch, asked, got, done)``, whose time counts as neither data-wait nor step.
-    A truthy return from ``on_batch`` stops the loop. The batch is let go before the next
-    one is asked for (a pinned or shared-memory batch is freed in time). :func:`measure`
-    (with a step), the dashboard and the timeline all time their loops with it.
+    Calls ``on_batch(batch, asked, got, done)`` per batch (``done`` is ``got`` without a step);
+    a truthy return stops the loop. Returns how many batches it took.
     """
     it = iter(batches)
     n = 0
@@ -118,17 +91,11 @@ def timed_steps(batches: Iterable, step: Callable[[Any], Any] | None,
 
 
 def _timed_loop(rest, recv, clock, step, ends, last, sizer):
-    """The batches after the first: :func:`timed_steps` with a step, else the hot loops.
+    """The batches after the first: :func:`timed_steps` with a step, else one hot loop per
+    mode (no per-batch branch), grouped by ``stride`` when batches come < ``FAST_BATCH_S``
+    apart; grouping in C is within noise of ``deque(loader, maxlen=0)``.
 
     Returns ``(sizes of the batches after the first, last batch, batches seen, stride)``.
-    With a step, a stamp callback per batch costs well under a microsecond next to the step.
-    Without one, one hot loop per mode, so no per-batch branch or no-op call is paid for:
-    the first 64 batches are stamped one by one; if they come less than ``FAST_BATCH_S``
-    apart, the rest are stamped once per group of ``stride`` batches.
-    Measured on CPython 3.11 at ~120k batches/s: a clock read per batch in a plain loop
-    costs ~0.15-0.2 us (about 2 %); a per-batch C pipeline with ``iter(clock, None)`` was
-    slower still (0.31 us); grouping in C, below, is within noise of the cheapest possible
-    consumer, ``deque(loader, maxlen=0)``.
     """
     sizes: list[int] = []
     rec, size, end = recv.append, sizes.append, ends.append
@@ -162,9 +129,8 @@ def _timed_loop(rest, recv, clock, step, ends, last, sizer):
             size(sizer(last))
             k += 1
     elif sizer is None:
-        # Grouped, and in C: islice cuts a group of `stride` batches, a deque of that size
-        # takes it and its length counts it. One Python iteration and one clock read per
-        # group, nothing in bytecode per batch (enumerate's per-batch tuple measured ~2 %).
+        # Grouped, in C: islice cuts a group, a deque takes it and its length counts it; one
+        # Python iteration and clock read a group (enumerate's per-batch tuple cost ~2 %).
         hold = deque(maxlen=stride)
         while True:
             hold.clear()
@@ -230,8 +196,7 @@ def _one_pass(
             samples = sizes_first + sum(more)
         del last
     finally:
-        # the last reference: torch stops the iterator's workers here, except persistent
-        # ones, which outlive the pass (that is what they are measured for)
+        # the last reference: torch stops the iterator's workers (persistent ones outlive it)
         del it
     return stamped_pass(t_start, recv, ends if step is not None else None, samples=samples,
                         first_samples=sizes_first, nbytes_per_sample=nbytes_per_sample,
@@ -241,13 +206,8 @@ def _one_pass(
 def stamped_pass(t_start: float, recv: list[float], ends: list[float] | None, *, samples: int,
                  first_samples: int, nbytes_per_sample: float, batches: int | None = None,
                  stride: int = 1, tensors: int = 0) -> Pass:
-    """A :class:`Pass` from a loop's stamps, by the definitions in this module's docstring.
-
-    ``recv[i]``: when batch ``i`` arrived (after the first 64, with ``stride`` > 1: when a
-    group did); ``ends[i]``: when its step was done, or None without a step. ``batches``
-    defaults to ``len(recv)``. :func:`measure` and the dashboard build their passes here;
-    a loop that got no batch gives an empty pass (its rates are NaN).
-    """
+    """A :class:`Pass` from a loop's stamps (``recv``: arrivals, ``ends``: steps done or None),
+    by the definitions in this module's docstring; no batch gives an empty pass."""
     if not recv:
         return Pass(batches=0, samples=0, nbytes=0, first_batch_s=float("nan"), epoch_s=0.0,
                     steady_s=0.0, steady_samples=0, wait=np.empty(0), compute=np.empty(0))
@@ -282,27 +242,13 @@ def measure(
     config: dict | None = None,
     batch_size: int | None | str = "auto",
 ) -> Measurement:
-    """Measure a loader: ``warmup`` untimed passes, then ``repeats`` timed ones.
+    """Measure a loader: ``warmup`` untimed passes, then ``repeats`` timed ones (medians).
 
-    Args:
-        loader: anything iterable more than once (a DataLoader), or a zero-argument
-            callable returning a fresh iterable per pass.
-        step: a train step called with every batch (a real one, or
-            :func:`simulated_step`); enables the data-wait vs compute split.
-        repeats: timed passes; figures are the median, with min and max kept.
-        warmup: untimed passes first (page cache, allocator, worker imports).
-        max_batches: stop each pass after this many batches.
-        name: label in tables, plots and records.
-        config: the knobs that produced this loader, kept with the figures.
-        batch_size: ``"auto"`` (default) sizes every batch exactly, unless the loader is
-            a DataLoader whose batches torch guarantees to be uniform
-            (:func:`uniform_batch_size`); an int declares that every batch but the last
-            holds that many samples, so only the first and last are sized (for loaders
-            faster than ~50k batches/s, where sizing each batch costs >1 %); ``None``
-            always sizes every batch.
-
-    Bytes are counted from the first batch (bytes per sample times samples), exact for
-    fixed-shape samples.
+    ``loader``: a re-iterable (a DataLoader) or a callable returning a fresh one per pass.
+    ``step``: a train step per batch (or :func:`simulated_step`), for the data-wait split.
+    ``batch_size``: ``"auto"`` sizes every batch unless torch guarantees uniform ones; an int
+    declares them uniform (only the first and last are sized); ``None`` sizes every batch.
+    Bytes are the first batch's per sample times the samples.
     """
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
@@ -331,15 +277,8 @@ def step_name(step) -> str | None:
 
 
 def simulated_step(ms: float, kind: str = "sleep") -> Callable[[Any], None]:
-    """A stand-in train step that takes ``ms`` milliseconds per batch.
-
-    ``kind="sleep"`` releases the GIL (like a GPU step the CPU waits on); ``kind="busy"``
-    spins on the CPU holding the GIL (like CPU-side work in the training loop), which is
-    what exposes thread-based prefetching to contention. The spin counts the calling
-    thread's CPU time (``time.thread_time``, as ``WorkDataset`` does), not the wall clock:
-    a step that loses its core or the GIL to a prefetch thread or a worker process takes
-    longer, like real work, instead of ending on time with the other side's work for free.
-    """
+    """A stand-in train step of ``ms`` milliseconds per batch: ``"sleep"`` releases the GIL
+    (a GPU step), ``"busy"`` spins for that much of this thread's CPU time, holding it."""
     seconds = ms / 1e3
     if kind == "sleep":
         def step(batch):

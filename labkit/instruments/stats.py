@@ -1,17 +1,8 @@
 """Paired trials, a median with its interval, a three-way verdict (the benchmarks, ch. 01-14).
 
-A benchmark compares A with B on a machine that other programs share. Three habits make
-its figure one that can decide:
-
-* **Interleaved pairs** (A, B, B, A, A, B ...): drift in the machine's load hits both
-  sides of a pair alike, so each pair's ratio cancels it; alternating which goes first
-  cancels any advantage of going first.
-* **The median of the paired ratios with a distribution-free interval**: the interval
-  between two order statistics of the ratios, chosen from the binomial distribution (the
-  sign-test interval for a median). It assumes nothing about the noise's shape; with few
-  pairs it is wide, which is the honest answer.
-* **A verdict in three words**: ``pass`` when the whole interval meets the goal, ``fail``
-  when the whole interval misses it, ``inconclusive`` when it straddles the goal.
+Interleaved pairs (A B, B A, ...) cancel drift in the machine's load; the median of their
+ratios gets the sign-test interval, which assumes nothing of the noise; the verdict is
+``pass``/``fail`` when the whole interval meets/misses the goal, else ``inconclusive``.
 """
 
 from __future__ import annotations
@@ -37,12 +28,8 @@ def paired_trials(a: Callable[[], object], b: Callable[[], object], pairs: int,
 
 
 def median_interval(values, level: float = 0.95) -> tuple[float, float, float, float]:
-    """``(median, lo, hi, achieved_level)``: the sign-test interval for the median.
-
-    ``[v_(k), v_(n+1-k)]`` of the sorted values, with the largest ``k`` whose coverage
-    ``1 - 2 P(Binomial(n, 1/2) < k)`` is at least ``level``. With fewer than 6 values no
-    interval reaches 95 %: it is then the full range, with the level it does reach.
-    """
+    """``(median, lo, hi, achieved_level)``: the sign-test interval ``[v_(k), v_(n+1-k)]``
+    with the largest ``k`` covering ``level`` (under 6 values: the full range)."""
     v = sorted(values)
     n = len(v)
     if n == 0:
@@ -66,9 +53,7 @@ def verdict(lo: float, hi: float, goal: float, higher_is_better: bool = True) ->
 
 def overall(*verdicts: str) -> str:
     """One verdict for several goals: any fail fails; else any inconclusive; else pass."""
-    if FAIL in verdicts:
-        return FAIL
-    return INCONCLUSIVE if INCONCLUSIVE in verdicts else PASS
+    return FAIL if FAIL in verdicts else INCONCLUSIVE if INCONCLUSIVE in verdicts else PASS
 
 
 def judge(name: str, values, goal: float, higher_is_better: bool = True,

@@ -1,12 +1,7 @@
 """The timers: best-of-N, and one clock for a loader that works ahead (ch. 01-07, 09-15; bench).
 
-Every timed comparison in the kit goes through :func:`best_of` (a loader that works ahead,
-through :func:`steady_rate`): a warm-up call that is not
-timed, then ``repeats`` timed calls, each trial kept. On a shared machine noise only ever
-adds time, so the fastest trial is the best estimate of the work's own cost (timeit's
-reasoning); the trials stay available for a spread. On a GPU, ``sync="cuda"`` waits for
-queued kernels before the clock starts and before it stops: without it the clock measures
-how long the launches took to queue, not the work.
+Noise on a shared machine only adds time, so the fastest trial estimates the work's own cost
+(timeit's reasoning); ``sync="cuda"`` waits for queued kernels at both ends of the clock.
 """
 
 from __future__ import annotations
@@ -18,8 +13,7 @@ from dataclasses import dataclass
 
 from ..errors import LabkitError
 
-# "wall" is what a learner waits; "cpu" is this process's own CPU time (user + system, all
-# its threads), which a busy neighbour on a shared machine does not inflate.
+# "wall" is what a learner waits; "cpu", this process's CPU time, a busy neighbour does not inflate
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
@@ -63,23 +57,9 @@ def best_of(fn: Callable[[], object], repeats: int = 3, warmup: int = 1, sync=No
             clock: str = "wall") -> Timing:
     """Call ``fn()`` ``warmup`` times untimed, then time ``repeats`` calls; keep every trial.
 
-    Introduced in chapter 10 (decode and augment). ``lk.best_of(fn).best_s`` is the figure:
-    the fastest trial. The warm-up calls take imports, allocator growth, CUDA context and
-    cold caches out of the figure.
-
-    Args:
-        fn: the work, a call with no arguments (wrap it: ``lambda: decode_all(blobs)``).
-        repeats: timed trials (at least 1).
-        warmup: untimed calls first.
-        sync: None for CPU work; ``"cuda"`` (or ``"cuda:N"``) calls
-            ``torch.cuda.synchronize`` before the clock starts and before it stops, so
-            queued kernels count. Without CUDA it raises :class:`~labkit.LabkitError`.
-        clock: ``"wall"`` (``time.perf_counter``) or ``"cpu"`` (this process's CPU time:
-            steadier on a shared machine for single-process work, blind to worker processes
-            and to time spent waiting).
-
-    Returns:
-        a :class:`Timing`: ``best_s``, ``median_s``, ``spread_pct``, ``trials_s``.
+    ``sync``: None for CPU work, ``"cuda"``/``"cuda:N"`` to synchronise around each trial.
+    ``clock``: ``"wall"`` or ``"cpu"`` (this process's CPU time: blind to workers and waits).
+    Returns a :class:`Timing` (``best_s``, ``median_s``, ``spread_pct``, ``trials_s``).
     """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, not {repeats}")
@@ -102,14 +82,9 @@ def best_of(fn: Callable[[], object], repeats: int = 3, warmup: int = 1, sync=No
 
 
 def steady_rate(loader, passes: int, prefetched: int = 0, count=len, sync=None) -> dict:
-    """Samples/s of ``passes`` back-to-back passes over ``loader``, one clock for all of
-    them, after one untimed warm-up pass (chapter 10b's DALI; review 10-F4).
-
-    :func:`best_of`'s separate trials do not fit a loader that works ahead (DALI's prefetch
-    queue): each trial would inherit the batches the one before had scheduled. Here
-    ``prefetched`` samples were ready before the clock started and are taken off the count.
-    ``count(batch)`` is a batch's samples; ``sync`` is :func:`best_of`'s.
-    """
+    """Samples/s of ``passes`` back-to-back passes over a loader that works ahead (chapter
+    10b's DALI), one clock for all, after a warm-up pass; ``prefetched`` samples are taken
+    off the count (they were ready before the clock started)."""
     wait = _cuda_sync(sync)
     for _ in loader:   # warm-up: the decoder's state, the first epoch's start-up
         pass

@@ -1,4 +1,4 @@
-"""Loaders: DataLoaders that cannot hang, batch sizes, worker processes (ch. 01, 09).
+"""Loaders: what a batch holds, leftover worker processes (ch. 01, 09).
 
 Its modules' names are for labkit and tests (``lk.worker_processes`` is the public one).
 """

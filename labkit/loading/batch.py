@@ -1,8 +1,6 @@
 """How many samples, bytes and tensors a batch holds, for any batch a loader yields (ch. 01 on).
 
-The meter calls the sizer once per batch, so :func:`make_sizer` inspects the first batch
-and returns a specialised function (``len`` of the right element) instead of walking the
-structure every time: this keeps the meter's overhead to tens of nanoseconds a batch.
+:func:`make_sizer` reads the first batch's structure once, so sizing costs tens of ns a batch.
 """
 
 from __future__ import annotations
@@ -16,12 +14,7 @@ _SCALARS = (str, bytes, bytearray, memoryview, int, float, bool)
 
 
 def _is_one_sample(batch: Any) -> bool:
-    """A scalar, or a tuple/mapping holding a scalar, is one sample, not a batch.
-
-    A collated batch holds sequences (tensors, lists); per-sample scalars such as
-    webdataset's ``"__key__": "0000001"`` or the label in ``(features, 3)`` only occur in
-    a single sample.
-    """
+    """A scalar, or a tuple/mapping holding one (``(features, 3)``), is one sample."""
     if isinstance(batch, _SCALARS):
         return True
     if isinstance(batch, Mapping):
@@ -57,12 +50,8 @@ def _is_container(x: Any) -> bool:
 
 
 def make_sizer(first_batch: Any) -> Callable[[Any], int]:
-    """Return ``f(batch) -> number of samples`` specialised to the structure of ``first_batch``.
-
-    A tensor or array counts its first dimension; a tuple/list/dict of them counts its
-    first leaf; a list of samples counts its length; a single sample (a scalar, or a
-    tuple/dict holding one, see :func:`_is_one_sample`) is 1.
-    """
+    """Return ``f(batch) -> number of samples`` specialised to the structure of ``first_batch``
+    (an array's first dimension, a container's first leaf's, a list's length, 1 a sample)."""
     if _is_one_sample(first_batch):
         return lambda b: 1
     path = _leaf_path(first_batch)
@@ -128,13 +117,8 @@ def batch_tensors(batch: Any) -> int:
 
 
 def to_device(batch, device, non_blocking: bool = True, pin: bool = True):
-    """``batch`` (tensors in tuples, lists, dicts) moved to ``device``, pinning CPU tensors.
-
-    A ``non_blocking`` copy is only asynchronous from pinned (page-locked) host memory; from
-    ordinary memory the driver stages it through a pinned buffer synchronously.
-    """
-    import torch
-
+    """``batch`` (tensors in tuples, lists, dicts) moved to ``device``, pinning CPU tensors
+    (a ``non_blocking`` copy is only asynchronous from pinned memory)."""
     if isinstance(batch, torch.Tensor):
         if pin and batch.device.type == "cpu" and not batch.is_pinned():
             batch = batch.pin_memory()

@@ -1,11 +1,4 @@
-"""Worker processes a DataLoader leaves behind, found by public means (ch. 01, 03-04, 09, 13).
-
-The kit builds no loader for a chapter: each one types ``torch.utils.data.DataLoader(...)``,
-and its workers stop the way torch stops them, when the last reference to the iterator goes
-(``del it``; persistent workers live as long as their DataLoader). :func:`worker_processes`
-shows whether that happened. Where labkit itself builds a loader (a benchmark, a rank job),
-it passes :data:`WORKER_TIMEOUT_S` as ``timeout=``, the rule every chapter follows.
-"""
+"""Worker processes a DataLoader leaves behind, found by public means (ch. 01, 03-04, 09, 13)."""
 
 from __future__ import annotations
 
@@ -19,11 +12,8 @@ _HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 
 
 def worker_processes(of: int | None = None) -> list:
-    """Child processes of this one (or of pid ``of``) still alive: leftover DataLoader workers.
-
-    multiprocessing's resource tracker and fork server (started once by the first spawn /
-    forkserver worker, and kept for the life of the process) are not counted.
-    """
+    """Child processes of this one (or of pid ``of``) still alive: leftover DataLoader workers
+    (multiprocessing's resource tracker and fork server are not counted)."""
     import psutil
 
     me = os.getpid() if of is None else of

@@ -1,7 +1,6 @@
 """Remote data on loopback: an HTTP server with faults, torchrun jobs (chapters 04, 06, 07).
 
-Its public names are reached as ``lk.remote.NAME`` (``import labkit as lk``); its
-modules' other names are for labkit and tests.
+Its public names are reached as ``lk.remote.NAME``; its modules' others are for labkit and tests.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """The jobs :func:`labkit.torchrun` runs on every rank (chapter 04). Not public API.
 
-Each rank joins a gloo process group, runs the job and writes ``rank{r}.json`` into the
-launch folder (``launch.run_rank``). Jobs:
-
-* ``sharding``: DistributedSampler over ``MemmapRows`` with and without ``set_epoch``; a
-  ``ShardStream`` split over rank x worker and over workers only; uneven shards with the
-  ``drop`` and ``pad`` policies, a gradient-like ``all_reduce`` every step.
-* ``hang``: the same uneven shards without a policy: the rank with more batches waits in
-  ``all_reduce`` for a peer that has finished; the short timeout of a group kept for that
-  wait (``pg_timeout_s``) ends it, while every other collective waits up to PATIENT_S.
-  ``sharding`` with ``then_hang=True`` runs it after everything else (one launch for both).
+``sharding``: DistributedSampler with and without ``set_epoch``, ``ShardStream`` split over
+rank x worker and over workers, uneven shards under ``drop`` and ``pad``. ``hang``: uneven
+shards with no policy, ended by the short ``pg_timeout_s`` of a group of its own.
 """
 
 from __future__ import annotations
@@ -30,7 +23,6 @@ from labkit.streams.arrays import ShardStream
 def _sampler_epochs(ds, cfg, rank, world, set_epoch: bool) -> list[list[int]]:
     from torch.utils.data.distributed import DistributedSampler
 
-
     sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=0)
     epochs = []
     for epoch in range(2):
@@ -43,11 +35,8 @@ def _sampler_epochs(ds, cfg, rank, world, set_epoch: bool) -> list[list[int]]:
 
 
 def _uneven_steps(stream, cfg, policy: str, dist, torch, hang_group=None) -> dict:
-    """Train-like loop with one all_reduce per batch; ``policy`` evens the step counts.
-
-    A step past the shortest rank's last has no partner (only with ``policy="none"``): it runs
-    on ``hang_group``, whose short timeout ends the wait the demo shows.
-    """
+    """Train-like loop with one all_reduce per batch; ``policy`` evens the step counts (with
+    ``"none"``, steps past the shortest rank's run on ``hang_group`` and time out)."""
     nw = cfg["num_workers"]
     # One loader for the count and the steps: persistent workers start once per policy, not
     # once per pass (under spawn and forkserver each start imports torch: seconds a worker)

@@ -1,15 +1,9 @@
 """Launch a real multi-process job with torchrun from a notebook, safely (chapters 04, 11).
 
-:func:`torchrun` writes a two-line script that calls a job in :mod:`labkit.remote._torchrun_job`
-(or another job module: chapter 11c's own ``token_ranks``, written by the chapter),
-runs ``python -m torch.distributed.run --nproc-per-node N`` on it as a subprocess (gloo
-backend, a free port on 127.0.0.1), gathers what each rank wrote as JSON, and always
-cleans up: a wall-clock ``timeout`` kills every process group of the launch, so nothing
-hangs and no rank or worker is left behind. Every group, not only torchrun's: torchrun starts
-each rank in a session of its own (torch.distributed.elastic's subprocess handler,
-``start_new_session=True``), so a SIGKILL to torchrun's group left the ranks running,
-orphaned, holding the output pipe, and the launch waited for them (260 s after a 1 s
-timeout, once, in CI).
+:func:`torchrun` runs a job module's ``main()`` on N gloo ranks on 127.0.0.1, gathers what
+each rank wrote as JSON, and on its wall-clock ``timeout`` kills every process group of the
+launch: torchrun starts each rank in a session of its own, so killing torchrun's group alone
+left the ranks running (260 s after a 1 s timeout, once, in CI).
 """
 
 from __future__ import annotations
@@ -42,8 +36,7 @@ PATIENT_S = 120  # every collective a peer still joins, however slowly its worke
 
 
 def _kill_tree(pid: int) -> None:
-    """SIGKILL every process group in the tree under ``pid`` (torchrun's, each rank's: its
-    DataLoader workers share it), ``pid``'s own first."""
+    """SIGKILL every process group in the tree under ``pid``, ``pid``'s own first."""
     groups = [pid]
     try:
         for child in psutil.Process(pid).children(recursive=True):
@@ -85,12 +78,8 @@ class TorchrunResult:
 
 
 def run_rank(job) -> None:
-    """A torchrun job module's ``main()``: each rank reads the config named on its command
-    line, joins a gloo group (collectives wait up to ``PATIENT_S``: worker start-up under
-    spawn on a loaded machine takes seconds), runs ``job(cfg, dist, out)`` and writes ``out``
-    as ``rank{r}.json`` into the config's ``out`` folder, with the traceback if it raised
-    (the launcher's report). Chapter 04's jobs and chapter 11's run this way.
-    """
+    """A job module's ``main()``: join a gloo group, run ``job(cfg, dist, out)``, write ``out``
+    (with the traceback if it raised) as ``rank{r}.json`` in the config's ``out`` folder."""
     import torch.distributed as dist
 
     cfg = json.loads(Path(sys.argv[1]).read_text())
@@ -104,10 +93,8 @@ def run_rank(job) -> None:
         raise
     finally:
         (Path(cfg["out"]) / f"rank{rank}.json").write_text(json.dumps(out))
-        try:
+        with contextlib.suppress(Exception):  # a broken group after a timeout: exiting anyway
             dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - a broken group after a timeout: exiting anyway
-            pass
 
 
 def free_port() -> int:
@@ -119,20 +106,9 @@ def free_port() -> int:
 
 def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, module: str = JOBS,
              **params) -> TorchrunResult:
-    """Run the named job of ``module`` (:mod:`labkit.remote._torchrun_job` by default) on
-    ``nproc`` ranks with torchrun. The module's ``main()`` reads the JSON config named on its
-    command line and writes ``rank{r}.json`` into the config's ``out`` folder.
-
-    Args:
-        job: ``"sharding"`` (sampler + rank x worker split + uneven policies; with
-            ``then_hang=True`` the hang afterwards) or ``"hang"`` (uneven ranks without a
-            policy, each collective limited by ``pg_timeout_s``).
-        timeout: seconds for the whole launch; past it every process is killed.
-        params: JSON-able job parameters (``scale``, ``num_workers``, ``batch_size``, ...).
-
-    Returns:
-        a :class:`TorchrunResult`; ``ranks`` is sorted by rank.
-    """
+    """Run job ``job`` of ``module`` on ``nproc`` ranks with torchrun; ``params`` (JSON-able)
+    are its config; past ``timeout`` seconds every process is killed. Jobs of the default
+    module: ``"sharding"`` (``then_hang=True``: the hang after it) and ``"hang"``."""
     tmp = Path(tempfile.mkdtemp(prefix="labkit-torchrun-"))
     try:
         (tmp / "job.py").write_text(_STUB.format(module=module))
@@ -156,13 +132,10 @@ def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, module: str = 
             _kill_tree(proc.pid)
             out, _ = proc.communicate(timeout=60)
         finally:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)  # stragglers of a finished launch
-            except ProcessLookupError:
-                pass
-        ranks = []
-        for p in sorted(tmp.glob("rank*.json"), key=lambda p: int(p.stem[4:])):
-            ranks.append(json.loads(p.read_text()))
+        ranks = [json.loads(p.read_text())
+                 for p in sorted(tmp.glob("rank*.json"), key=lambda p: int(p.stem[4:]))]
         result = TorchrunResult(proc.returncode, ranks, out, time.perf_counter() - t0,
                                 timed_out)
     finally:

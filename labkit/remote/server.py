@@ -1,16 +1,13 @@
 """A loopback HTTP server over a folder: a remote store taught offline (chapters 06, 07, 14).
 
-:func:`serve` starts a ``ThreadingHTTPServer`` on ``127.0.0.1`` (never another interface) on
-a free port and serves the files of one folder with ``GET``/``HEAD`` and single byte ranges
-(``Range: bytes=a-b`` -> ``206``), the two things streaming readers need. It can slow every
-response down (``latency_s`` before the first byte, ``bandwidth`` bytes/s per connection) and
-inject deterministic :class:`Fault`\\ s: a 5xx status, a connection dropped after ``K`` bytes,
-a stall. Every request is logged so a chapter can show what its reader did. Introduced in
-chapter 06; chapter 07 streams Hugging Face datasets from it.
+:func:`serve` serves one folder on ``127.0.0.1`` with ``GET``/``HEAD`` and single byte ranges,
+slowed down (``latency_s``, ``bandwidth``) and with deterministic :class:`Fault` s, and logs
+every request so a chapter can show what its reader did.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import re
@@ -20,6 +17,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
+
+from ..records.table import text_table
 
 #: Bytes written per ``send``: small enough that a bandwidth limit paces smoothly.
 CHUNK = 16 * 1024
@@ -31,19 +30,10 @@ FAULT_KINDS = ("status", "drop", "stall")
 class Fault:
     """One injected fault, applied to the requests it matches (chapter 06b).
 
-    Args:
-        kind: ``"status"`` (answer ``code``, e.g. 503, with no body), ``"drop"`` (send the
-            headers and ``after_bytes`` of the body, then close the connection: a reader sees
-            a short body), or ``"stall"`` (send nothing for ``stall_s`` seconds, then close:
-            only a client timeout gets the reader out).
-        path: a glob matched against the request path without the leading ``/``
-            (``"shard-00001.tar"``, ``"*.tar"``); ``None`` matches every path.
-        method: only requests with this method (``"GET"``, ``"HEAD"``); ``None``: any.
-        nth: which matching requests fail, counting from 1 (``(1,)``: the first one only,
-            so a retry succeeds); ``None``: every matching request.
-        code: the status for ``kind="status"``.
-        after_bytes: body bytes sent before a ``drop``.
-        stall_s: how long a ``stall`` holds the connection open.
+    ``kind``: ``"status"`` (answer ``code``, no body), ``"drop"`` (close after ``after_bytes``
+    of the body) or ``"stall"`` (send nothing for ``stall_s``, then close). ``path`` is a glob
+    of the path without its ``/`` and ``method`` a method (``None``: any); ``nth``: which
+    matching requests fail, counting from 1 (``None``: all of them).
     """
 
     kind: str
@@ -68,9 +58,8 @@ class Fault:
                 and (self.method is None or self.method.upper() == method))
 
     def __str__(self) -> str:
-        what = {"status": f"status {self.code}", "drop": f"drop after {self.after_bytes} B",
+        return {"status": f"status {self.code}", "drop": f"drop after {self.after_bytes} B",
                 "stall": f"stall {self.stall_s:g} s"}[self.kind]
-        return what
 
 
 @dataclass(frozen=True)
@@ -111,13 +100,8 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None | str:
 
 def paced_copy(read, write, bandwidth: float | None, wait, limit: int | None = None
                ) -> tuple[int, bool]:
-    """Copy ``read(n)`` chunks to ``write`` at ``bandwidth`` bytes/s (None: as fast as it goes).
-
-    A chunk leaves when the link would have carried it: ``wait(seconds)`` sleeps, returning
-    False when the service is stopping. Stops at ``limit`` bytes or when ``read`` is dry.
-    Returns ``(bytes written, ok)``; ``ok`` is False when the service stopped or the client
-    hung up (``write`` raised OSError). The file server and the S3 fault layer pace this way.
-    """
+    """Copy ``read(n)`` chunks to ``write`` at ``bandwidth`` bytes/s (None: as fast as it goes),
+    up to ``limit`` bytes; ``wait(s)`` sleeps, False when stopping. Returns ``(sent, ok)``."""
     sent, t0 = 0, time.perf_counter()
     while limit is None or sent < limit:
         chunk = read(CHUNK if limit is None else min(CHUNK, limit - sent))
@@ -136,10 +120,8 @@ def paced_copy(read, write, bandwidth: float | None, wait, limit: int | None = N
 
 
 class LoopbackService:
-    """What every loopback server of the kit shares (chapters 06, 07, 14): a thread serving
-    ``127.0.0.1`` on a free port, requests numbered, their fault picked deterministically, and
-    the request log. :class:`Server` (``lk.remote.serve``) and the S3 fault layer derive from it.
-    """
+    """A thread serving 127.0.0.1 on a free port, its faults and request log (the file server,
+    the S3 fault layer)."""
 
     def _start(self, handler_factory, faults, name: str) -> None:
         self._log: list[Request] = []
@@ -184,19 +166,10 @@ class LoopbackService:
 
     @property
     def log(self) -> list[Request]:
-        """Requests answered so far, in arrival order.
-
-        A client can finish reading a body before the server has logged it, so this waits
-        (up to 2 s) for requests in flight to be logged first.
-        """
+        """Requests answered so far, in arrival order (waits up to 2 s for those in flight)."""
         with self._idle:
             self._idle.wait_for(lambda: self._in_flight == 0, timeout=2.0)
             return sorted(self._log, key=lambda r: r.n)
-
-    def clear_log(self) -> None:
-        """Forget the requests logged so far (request numbers go on)."""
-        with self._lock:
-            self._log.clear()
 
     def stop(self) -> None:
         """Stop serving and close the socket; idempotent."""
@@ -215,22 +188,16 @@ class LoopbackService:
 
 
 class Server(LoopbackService):
-    """A running loopback server; use as a context manager (see :func:`serve`).
-
-    Attributes:
-        url: the base URL, ``http://127.0.0.1:PORT`` (no trailing slash).
-        log: every request answered so far (:class:`Request`), in arrival order.
-    """
+    """A running loopback server (see :func:`serve`): ``url``, ``log``, ``urls(pattern)``."""
 
     def __init__(self, folder, latency_s: float = 0.0, bandwidth: float | None = None,
-                 faults=(), timeout_s: float = 30.0):
+                 faults=()):
         self.folder = Path(getattr(folder, "path", folder)).resolve()
         if not self.folder.is_dir():
             raise FileNotFoundError(f"{self.folder}: no such folder to serve")
         if latency_s < 0 or (bandwidth is not None and bandwidth <= 0):
             raise ValueError(f"latency_s={latency_s} must be >= 0 and bandwidth={bandwidth} > 0")
         self.latency_s, self.bandwidth = float(latency_s), bandwidth
-        self.timeout_s = timeout_s
         self._start(_handler_for, faults, "lk.remote.serve")
 
     def url_for(self, name) -> str:
@@ -246,14 +213,11 @@ class Server(LoopbackService):
 
     def table(self, last: int | None = None) -> str:
         """The request log as a fixed-width table (deterministic apart from ``seconds``)."""
-        rows = self.log[-last if last else None:]
-        head = f"{'n':>4}  {'method':<6} {'path':<28} {'range':<18} {'status':>6} " \
-               f"{'bytes':>10}  fault"
-        lines = [head, "-" * len(head)]
-        for r in rows:
-            lines.append(f"{r.n:>4}  {r.method:<6} {r.path:<28} {r.range or '-':<18} "
-                         f"{r.status or '-':>6} {r.bytes_sent:>10}  {r.fault or ''}")
-        return "\n".join(lines)
+        return text_table(
+            {"n": ">4", "method": "<6", "path": "<28", "range": "<18", "status": ">6",
+             "bytes": ">10", "fault": "<"},
+            [[r.n, r.method, r.path, r.range or "-", r.status or "-", r.bytes_sent, r.fault]
+             for r in self.log[-last if last else None:]], rule=True)
 
     def __repr__(self) -> str:
         return f"<lk.remote.serve {self.folder.name!r} at {self.url}, {len(self.log)} requests>"
@@ -270,7 +234,7 @@ class _HTTPServer(ThreadingHTTPServer):
 def _handler_for(server: Server):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
-        timeout = server.timeout_s  # an idle keep-alive client cannot hold a thread forever
+        timeout = 30.0  # an idle keep-alive client cannot hold a thread forever
         server_version = "labkit-serve"
 
         def log_message(self, *args):
@@ -359,31 +323,19 @@ def _handler_for(server: Server):
                                       limit)
             if not ok or sent < limit:
                 self.close_connection = True
-            try:
+            with contextlib.suppress(OSError):
                 self.wfile.flush()
-            except OSError:
-                pass
             return sent
 
     return Handler
 
 
 def serve(folder: str | os.PathLike, *, latency_s: float = 0.0, bandwidth: float | None = None,
-          faults=(), timeout_s: float = 30.0) -> Server:
+          faults=()) -> Server:
     """Serve a folder (or a :class:`~labkit.Fixture`) over HTTP on 127.0.0.1 (chapter 06).
 
-    Args:
-        folder: the files to serve; only paths inside it can be fetched.
-        latency_s: added before every response's first byte (a round trip to a far region).
-        bandwidth: bytes/s per connection (``None``: as fast as loopback goes).
-        faults: :class:`Fault` s (or dicts of their fields); the first matching one applies.
-        timeout_s: how long an idle client connection is kept.
-
-    Returns:
-        A running :class:`Server`; use it in a ``with`` block so it always shuts down::
-
-            with lk.remote.serve(fx, latency_s=0.05) as srv:
-                urls = srv.urls("*.tar")
+    ``latency_s`` comes before every response's first byte, ``bandwidth`` is bytes/s per
+    connection, ``faults`` are :class:`Fault` s (or dicts); the first matching one applies.
+    Use the :class:`Server` in a ``with`` block: ``with lk.remote.serve(fx) as srv: ...``.
     """
-    return Server(folder, latency_s=latency_s, bandwidth=bandwidth, faults=faults,
-                  timeout_s=timeout_s)
+    return Server(folder, latency_s=latency_s, bandwidth=bandwidth, faults=faults)

@@ -1,12 +1,4 @@
-"""An IterableDataset over array shards, whole shards per rank x worker (chapters 03-05).
-
-An ``IterableDataset`` is copied into every DataLoader worker (and every rank runs its own
-loader). Unless each copy picks its own part, every worker yields everything: N workers,
-N copies of each sample (chapter 03 types the trap and the fixes by hand).
-:class:`ShardStream` is the scalable fix: whole shards assigned per rank x worker. It
-yields ``(features, id)``, or with ``tag=True`` a dict that also says which rank/worker
-delivered the sample (for ``lk.deliveries`` and ``lk.audit``).
-"""
+"""An IterableDataset over array shards, whole shards per rank x worker (chapters 03-05)."""
 
 from __future__ import annotations
 
@@ -19,18 +11,9 @@ from .split import SplitStream
 
 
 class ShardStream(SplitStream):
-    """Samples of an ``array_shards`` fixture, whole shards assigned per rank x worker.
-
-    Args:
-        fixture: the ``array_shards`` fixture (or any with ``meta["shards"]``).
-        split: ``"rank_worker"`` (each global worker takes shards ``g, g + total, ...``),
-            ``"worker"`` (split over workers only: every rank reads everything) or
-            ``"none"`` (every copy reads every shard: the trap).
-        shards: use only these shard indices (e.g. fewer shards than workers).
-        seed: ``None`` keeps file order; an int shuffles the shard order and the rows in
-            each shard, the same way in every copy, different per :meth:`set_epoch`.
-        tag: yield dicts with the delivering ``source`` for audits.
-    """
+    """``(features, id)`` of an ``array_shards`` fixture, whole shards per rank x worker
+    (``split`` as :class:`SplitStream`'s); ``shards``: only these; ``seed``: shuffle shards
+    and rows per epoch; ``tag``: dicts with the delivering ``source``, for audits."""
 
     def __init__(self, fixture, split: str = "rank_worker", shards=None, seed: int | None = None,
                  tag: bool = False, rank: int | None = None, world_size: int | None = None):

@@ -1,15 +1,8 @@
 """Who reads what: rank x worker splitting, one base for every stream (chapters 03-08).
 
-Every rank runs its own DataLoader, every DataLoader its own workers; an IterableDataset
-is copied into each of them and must itself pick its part. The rule used throughout the
-kit: the *global worker* ``g = rank * num_workers + worker`` of ``world_size * num_workers``
-takes items ``g, g + total, g + 2 * total, ...``. Introduced in chapter 03 (workers) and
-chapter 04 (ranks). :class:`SplitStream` is that rule, the per-epoch seeded order and
-``set_epoch`` written once; every stream in the kit derives from it. :class:`ResumableStream`
-adds the one shuffle buffer (:mod:`labkit.streams.buffer`) and the one resume state of the
-streams that resume (tar shards, chapter 08; shards in a bucket, chapter 14).
-:func:`~labkit.data.writers.shard_bounds` (the fixtures' cut) is the one way the kit cuts
-``n`` items into contiguous pieces.
+The *global worker* ``g = rank * num_workers + worker`` of ``world_size * num_workers`` takes
+items ``g, g + total, ...``: :class:`SplitStream` is that rule with a per-epoch seeded order;
+:class:`ResumableStream` adds the shuffle buffer and exact resume.
 """
 
 from __future__ import annotations
@@ -48,25 +41,18 @@ class Place(NamedTuple):
 
 
 def current_split(rank: int | None = None, world_size: int | None = None) -> Place:
-    """``(rank, world_size, worker, num_workers)`` of the calling code.
-
-    ``rank``/``world_size`` given explicitly win; else an initialised ``torch.distributed``;
-    else the ``RANK``/``WORLD_SIZE`` variables torchrun sets; else a single process.
-    The worker comes from ``torch.utils.data.get_worker_info()`` (0 of 1 outside workers).
-    """
+    """``(rank, world_size, worker, num_workers)`` of the calling code: the ranks given, else
+    ``torch.distributed``'s, else torchrun's ``RANK``/``WORLD_SIZE``, else one process."""
     from torch.utils.data import get_worker_info
 
     if rank is None or world_size is None:
-        r, w = 0, 1
-        try:
-            import torch.distributed as dist
+        import torch.distributed as dist
 
-            if dist.is_available() and dist.is_initialized():
-                r, w = dist.get_rank(), dist.get_world_size()
-            elif "WORLD_SIZE" in os.environ:
-                r, w = int(os.environ.get("RANK", 0)), int(os.environ["WORLD_SIZE"])
-        except ImportError:  # pragma: no cover
-            pass
+        r, w = 0, 1
+        if dist.is_available() and dist.is_initialized():
+            r, w = dist.get_rank(), dist.get_world_size()
+        elif "WORLD_SIZE" in os.environ:
+            r, w = int(os.environ.get("RANK", 0)), int(os.environ["WORLD_SIZE"])
         rank = r if rank is None else rank
         world_size = w if world_size is None else world_size
     info = get_worker_info()
@@ -85,17 +71,9 @@ def assign(items: int, rank: int, world_size: int, worker: int, num_workers: int
 class SplitStream(IterableDataset):
     """The base of every stream split over rank x worker (chapters 03-08).
 
-    A subclass has ``units`` (shards, row groups) and asks, inside ``__iter__``:
-    :meth:`place` (where it runs), :meth:`share` (its units, in this epoch's order) and
-    :meth:`rng` (the epoch's random numbers). The order of an epoch is a pure function of
-    ``(seed, epoch)``, the same in every copy, so the copies' shares never overlap.
-
-    Args:
-        split: one of the class's ``splits``: ``"rank_worker"`` (global worker ``g`` takes
-            units ``g, g + total, ...``), ``"worker"`` (workers only: every rank reads
-            everything) or ``"none"`` (every copy reads every unit: the trap).
-        seed: ``None`` keeps the stored order; an int shuffles it, anew per :meth:`set_epoch`.
-        rank, world_size: this process's place among ranks (default: :func:`current_split`).
+    In ``__iter__`` a subclass asks :meth:`place`, :meth:`share` (its units in this epoch's
+    order, a function of ``(seed, epoch)``) and :meth:`rng`. ``split``: ``"rank_worker"``,
+    ``"worker"`` (every rank reads everything) or ``"none"`` (every copy does: the trap).
     """
 
     splits: tuple[str, ...] = ("rank_worker", "worker", "none")
@@ -147,13 +125,9 @@ class SplitStream(IterableDataset):
 class ResumableStream(SplitStream):
     """A :class:`SplitStream` with a shuffle buffer and exact resume (chapters 08, 14).
 
-    The state is small and replayable (STYLE 15): ``(seed, epoch)`` fix the order, so a
-    checkpoint needs only how many samples this copy has yielded, plus a fingerprint
-    (:meth:`fingerprint`: the shard count, the buffer size) that refuses a changed stream.
-    A subclass's ``__iter__`` starts with ``skip = self.resume_point()``, drops the first
-    ``skip`` samples of its epoch order (without reading them where it can), and passes what
-    it yields through :meth:`counted`. ``state_dict`` / ``load_state_dict`` follow
-    torchdata's ``Stateful`` protocol, so ``StatefulDataLoader`` checkpoints it per worker.
+    ``(seed, epoch)`` fix the order, so the state is the samples yielded plus a
+    :meth:`fingerprint`. A subclass's ``__iter__`` skips ``self.resume_point()`` samples and
+    yields through :meth:`counted`; the state follows torchdata's ``Stateful`` protocol.
     """
 
     def __init__(self, *, buffer_size: int = 0, **kw):
@@ -163,11 +137,7 @@ class ResumableStream(SplitStream):
         self._skip = 0           # samples to skip at the next __iter__ (set by a resume)
 
     def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch: a new shard and buffer permutation, the same for the same seed.
-
-        A new epoch starts from its beginning (a resume's skip count belongs to the epoch
-        it was saved in); setting the same epoch again keeps a pending resume.
-        """
+        """Choose the epoch; a new one starts at its beginning (the same keeps a resume)."""
         if int(epoch) != self.epoch:
             self._yielded = self._skip = 0
         super().set_epoch(epoch)
@@ -195,11 +165,7 @@ class ResumableStream(SplitStream):
             yield sample
 
     def state_dict(self) -> dict:
-        """Where this process's iterator stands: enough to continue exactly there.
-
-        ``samples_yielded`` is torchdata's word for the count (its batch sampler's key), and
-        Chapter 11c's typed loader keeps the same fields, with ``seed`` and ``epoch``.
-        """
+        """Where this process's iterator stands (``samples_yielded``: torchdata's word)."""
         return {"epoch": self.epoch, "samples_yielded": self._yielded, **self.fingerprint()}
 
     def load_state_dict(self, state: dict) -> None:
@@ -235,17 +201,13 @@ class ShardPlan:
                      f"{self.num_workers} worker(s): {len(self.idle)} idle")
         return "\n".join(lines)
 
-    def __str__(self) -> str:
-        return self.table()
+    __str__ = table
 
 
 def shard_plan(shards: int, num_workers: int, world_size: int = 1,
                unit: str = "shards") -> ShardPlan:
-    """The shard assignment of every rank x worker, idle ones included (chapter 03).
-
-    ``unit`` names what is assigned in the table (``"row groups"`` in chapter 05).
-    ``num_workers=0`` means the loading process itself is the only worker of its rank.
-    """
+    """The shard assignment of every rank x worker, idle ones included (chapter 03);
+    ``unit`` names what is assigned, ``num_workers=0`` is one worker (the loop itself)."""
     nw = max(1, num_workers)
     plan = {}
     for rank in range(world_size):
