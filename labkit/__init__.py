@@ -24,9 +24,9 @@ module importing only its own layer or the one before, at the top of the file
 
 The tools are not here: ``labkit_tools`` (the ``labkit`` command, ``labkit run``, the report,
 the named benchmarks, ``labkit doctor``, ``labkit diagnose``) imports labkit, never the other
-way round. ``import labkit`` loads only what the flat names need; ``lk.FOLDER`` is imported
-on first use. The public API: ``__all__`` (sorted; tests/test_api.py) and a folder's own
-``__all__`` (``lk.objstore.s3_store``); tests/test_size.py keeps their count.
+way round. ``import labkit`` loads labkit and labkit.lazy only: a flat name and ``lk.FOLDER``
+are imported on first use. The public API: ``__all__`` (sorted; tests/test_api.py) and a
+folder's own ``__all__`` (``lk.objstore.s3_store``); tests/test_size.py keeps their count.
 """
 
 from __future__ import annotations
@@ -34,65 +34,40 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
-from .data.datasets import MemmapRows, open_array
-from .data.faults import damaged_copy
-from .data.fixtures import fixture
-from .display.plots import plot_scaling, plot_throughput
-from .display.widget import Dashboard
-from .errors import DataFormatError, LabkitError
-from .facilities import usable_cores
-from .images.folder import ImageFolderDataset
-from .instruments.audits import audit, deliveries
-from .instruments.measurement import compare
-from .instruments.meter import measure, simulated_step
-from .instruments.pagecache import evict_page_cache, measure_cold
-from .instruments.resume import resume_trial
-from .instruments.timer import best_of
-from .lazy import submodule
-from .loading.loaders import worker_processes
-from .optional import status
-from .records.checkpoint import Checkpoint
-from .remote.server import Fault
-from .scale import knob, resolve_scale
-from .streams.split import shard_plan
+from .lazy import lazy_names
 
 try:
     __version__ = _version("labkit")
 except PackageNotFoundError:  # a plain checkout on sys.path
     __version__ = "0+unknown"
 
-__all__ = [
-    "Checkpoint",
-    "Dashboard",
-    "DataFormatError",
-    "Fault",
-    "ImageFolderDataset",
-    "LabkitError",
-    "MemmapRows",
-    "audit",
-    "best_of",
-    "compare",
-    "damaged_copy",
-    "deliveries",
-    "evict_page_cache",
-    "fixture",
-    "knob",
-    "measure",
-    "measure_cold",
-    "open_array",
-    "plot_scaling",
-    "plot_throughput",
-    "resolve_scale",
-    "resume_trial",
-    "shard_plan",
-    "simulated_step",
-    "status",
-    "usable_cores",
-    "worker_processes",
-]
-
-
-def __getattr__(name: str):
-    """``lk.FOLDER`` (``lk.tokens``, ``lk.records``, ...) imported on first use: ``import
-    labkit`` loads only the modules the flat names above need (issue 46)."""
-    return submodule(__name__, name)
+# each flat name and the module that defines it (PEP 562, issue 46)
+__all__, __getattr__, __dir__ = lazy_names(__name__, {
+    "Checkpoint": "records.checkpoint",
+    "Dashboard": "display.widget",
+    "DataFormatError": "errors",
+    "Fault": "remote.server",
+    "ImageFolderDataset": "images.folder",
+    "LabkitError": "errors",
+    "MemmapRows": "data.datasets",
+    "audit": "instruments.audits",
+    "best_of": "instruments.timer",
+    "compare": "instruments.measurement",
+    "damaged_copy": "data.faults",
+    "deliveries": "instruments.audits",
+    "evict_page_cache": "instruments.pagecache",
+    "fixture": "data.fixtures",
+    "knob": "scale",
+    "measure": "instruments.meter",
+    "measure_cold": "instruments.pagecache",
+    "open_array": "data.datasets",
+    "plot_scaling": "display.plots",
+    "plot_throughput": "display.plots",
+    "resolve_scale": "scale",
+    "resume_trial": "instruments.resume",
+    "shard_plan": "streams.split",
+    "simulated_step": "instruments.meter",
+    "status": "optional",
+    "usable_cores": "facilities",
+    "worker_processes": "loading.loaders",
+})

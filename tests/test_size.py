@@ -24,7 +24,7 @@ GOALS = {"lines": 9000, "public_names": 40, "one_chapter_names": 10, "modules_on
          "private_imports": 0}
 # issue 46's first step (2026-12-02) took these from 20,027 / 193 / 121 / 141 / 21
 LIMITS = {"lines": 11150, "public_names": 47, "one_chapter_names": 5,
-          "modules_on_import": 39, "private_imports": 0}
+          "modules_on_import": 2, "private_imports": 0}
 
 
 def source_files() -> list[Path]:
