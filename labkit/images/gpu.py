@@ -23,7 +23,7 @@ import functools
 import io
 
 from ..errors import LabkitError
-from ..instruments.timer import best_of, steady_rate
+from ..instruments.timer import best_of
 from ..optional import check, library_status, status
 from .augment import torchvision_install
 
@@ -108,24 +108,12 @@ def _dali_status(device=None) -> tuple[bool, str]:
 
 
 def _decoder(device):
-    """The decode function, with no package-metadata lookup: nvjpeg_decode runs per batch."""
+    """The decode function, with no package-metadata lookup (none inside the clock)."""
     ok, reason = status("cuda", device=device)
     library, how = _nvjpeg(str(device)) if ok else (None, reason)
     if library is None:
         raise LabkitError(f"GPU JPEG decode cannot run here: {how}")
     return how
-
-
-def nvjpeg_decode(blobs: list[bytes], device="cuda"):
-    """Decode a list of JPEG byte strings on the GPU in one batched call (nvJPEG), as RGB.
-
-    Returns a list of uint8 CHW CUDA tensors. Raises :class:`~labkit.LabkitError` with the
-    reason when the path cannot run here.
-    """
-    import torch
-
-    decode = _decoder(device)
-    return decode([torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs])
 
 
 def gpu_decode_rate(blobs: list[bytes], batch_size: int = 64, device="cuda",
@@ -147,39 +135,3 @@ def gpu_decode_rate(blobs: list[bytes], batch_size: int = 64, device="cuda",
     best = best_of(decode_all, repeats=repeats, warmup=0, sync=str(device)).best_s
     return {"images": len(blobs), "batch_size": batch_size, "seconds": best,
             "samples_per_s": len(blobs) / best}
-
-
-def dali_decode_rate(files: list, batch_size: int = 64, repeats: int = 3) -> dict:
-    """Images/s of a DALI pipeline (file reader + mixed CPU/GPU decoder) over ``files``, as a
-    PyTorch loop sees it: through DALI's ``DALIGenericIterator``, over ``repeats`` epochs.
-
-    Review 10-F4: DALI runs ``prefetch_queue_depth`` (2) iterations ahead, so timing short
-    trials one after another lets each trial inherit the batches the last one scheduled.
-    Here one warm-up epoch, then one clock over ``repeats`` epochs (:func:`steady_rate`),
-    and the batches ready when the clock started are not counted.
-    """
-    ok, reason = _dali_status()
-    if not ok:
-        raise LabkitError(f"DALI decode cannot run here: {reason}")
-    from nvidia.dali import fn, pipeline_def
-    from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
-
-    files = [str(f) for f in files]
-    depth = 2  # DALI's default prefetch_queue_depth, named so the count below can use it
-
-    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=0,
-                  prefetch_queue_depth=depth)
-    def pipe():
-        jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))),
-                                        name="reader")
-        return fn.decoders.image(jpegs, device="mixed"), labels
-
-    p = pipe()
-    p.build()
-    # the loop DALI's PyTorch examples type: each batch is a list, one dict per pipeline
-    loader = DALIGenericIterator([p], ["images", "labels"], reader_name="reader",
-                                 last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
-    r = steady_rate(loader, passes=repeats, prefetched=depth * batch_size,
-                    count=lambda batch: batch[0]["labels"].shape[0], sync="cuda")
-    return {**r, "batch_size": batch_size}
-
