@@ -1,20 +1,12 @@
-"""GPU decode and augmentation paths: nvJPEG via torchcodec, kornia on CUDA, DALI (ch. 10, 15).
+"""GPU decode and augmentation checks: nvJPEG via torchcodec, kornia on CUDA, DALI (ch. 10, 15).
 
-Every path here is guarded: ``lk.status("gpu_decode")``, ``lk.status("kornia_gpu")`` and
-``lk.status("dali")`` say whether it can run and, if not, why (no CUDA, a CPU-only torch, a
-torchcodec or torchvision that does not load against this torch, DALI not installed).
-Nothing here imports torchcodec, torchvision or DALI at module import: a wheel built for
-another torch can fail with any exception, not only ImportError, so every probe catches
-everything and reports it.
-
-nvJPEG decode goes through torchcodec's ``decode_jpeg(..., device="cuda")`` (torchcodec 0.16
-and newer, a CUDA build): torchvision 0.29 deprecated its own ``torchvision.io.decode_jpeg``
-for it (a DeprecationWarning naming torchcodec 0.16). torchvision's is the fallback, for a
-torchcodec older than 0.16. Their defaults differ, and chapter 10 states it: torchcodec
-decodes to RGB unless told otherwise (torchvision keeps the file's channels, ``UNCHANGED``),
-turns the image as its EXIF orientation says (torchvision only with
-``apply_exif_orientation=True``) and can return uint16 (``output_dtype``); both give uint8
-CHW tensors by default. Both calls here ask for RGB, so they agree on the fixture's files.
+``lk.status("gpu_decode")``, ``"kornia_gpu"`` and ``"dali"`` say whether each path can run
+and, if not, why (no CUDA, a CPU-only torch, a torchcodec or torchvision built for another
+torch, DALI not installed). Nothing is imported at module import, and every probe catches
+every exception: a wheel built for another torch can fail with any of them. nvJPEG goes
+through torchcodec's ``decode_jpeg(..., device="cuda")`` (0.16 and newer, a CUDA build),
+which torchvision 0.29 deprecated its own for; torchvision's is the fallback. Both are asked
+for RGB, so they agree on the fixture's files (chapter 10b tables their other defaults).
 """
 
 from __future__ import annotations
