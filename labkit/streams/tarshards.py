@@ -1,14 +1,11 @@
 """A resumable stream over tar shards, what chapters 06-08's libraries do: the fault-matrix tests'.
 
-:class:`TarShardStream` (``labkit.streams.tarshards``, not a public name: chapter 08 types its
-own ``ResumableIds``) is what the libraries of chapters 06-07 do, small enough to read:
-shards are split over ``rank x worker`` slots, shuffled per epoch at shard level and
-through a buffer, and read with plain :mod:`tarfile`. Its one trick makes resume exact: the
-order of an epoch is a pure function of ``(seed, epoch, slot)`` computed from sample
-*positions* (shard, index) before any byte is read, so a checkpoint only needs how many
-samples each worker already yielded, and a resumed worker seeks straight to the next one.
-``state_dict`` / ``load_state_dict`` follow torchdata's ``Stateful`` protocol, so
-``StatefulDataLoader`` checkpoints it per worker.
+:class:`TarShardStream` (not a public name: chapter 08 types its own ``ResumableIds``) is
+small enough to read: shards split over ``rank x worker`` slots, shuffled per epoch and
+through a buffer, read with plain :mod:`tarfile`. Resume is exact because an epoch's order
+is a pure function of ``(seed, epoch, slot)`` over sample *positions* (shard, index),
+computed before any byte is read: a checkpoint needs only how many samples each worker
+yielded (torchdata's ``Stateful`` protocol, so ``StatefulDataLoader`` saves it per worker).
 """
 
 from __future__ import annotations
@@ -99,14 +96,10 @@ class TarShardStream(SplitStream):
     round-robin to ``world_size * num_workers`` slots (a worker without a shard is idle: use
     at least that many shards).
 
-    Args:
-        source: a ``wds`` Fixture, a folder of ``.tar`` shards or a list of shard paths.
-        seed: the shuffle seed; the epoch (:meth:`set_epoch`) is mixed in.
-        shuffle_shards: permute the shard list every epoch.
-        buffer_size: shuffle samples through a buffer this big (0: no sample shuffle).
-        rank, world_size: this process's place among ranks (default: as
-            :func:`labkit.streams.split.current_split` finds it, when iterating: an initialised
-            ``torch.distributed``, else ``RANK`` / ``WORLD_SIZE``, else 0 and 1).
+    ``source``: a ``wds`` Fixture, a folder of ``.tar`` shards or a list of them; ``seed``
+    (mixed with :meth:`set_epoch`'s epoch); ``shuffle_shards``: permute the shard list every
+    epoch; ``buffer_size``: the sample shuffle buffer (0: none); ``rank``, ``world_size``:
+    default as :func:`~labkit.streams.split.current_split` finds them when iterating.
     """
 
     splits = ("rank_worker",)
