@@ -9,7 +9,9 @@ from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.data.faults import damage
+from labkit.images.decode import available_decoders
 from labkit.images.folder import skip_collate
+from tests.chapter_code import chapter_module
 from tests.contracts import check_exactly_once, check_lazy_equals_eager
 
 
@@ -20,7 +22,7 @@ def images(ci_fixture):
 
 @pytest.mark.parametrize("decoder", ["opencv", "simplejpeg"])
 def test_decoders_agree_with_pil(images, decoder):
-    if decoder not in lk.images.available_decoders():
+    if decoder not in available_decoders():
         pytest.skip(f"{decoder} not installed")
     for f in images.file_list(".jpg")[:20]:
         data = f.read_bytes()
@@ -124,47 +126,27 @@ def test_bad_arguments(images):
         lk.ImageFolderDataset(images, on_error="ignore")
     with pytest.raises(ValueError, match="decoder"):
         lk.ImageFolderDataset(images, decoder="magic")
-    with pytest.raises(ValueError, match="library"):
-        lk.images.make_augment("magic", 32)
 
 
-@pytest.mark.parametrize("library", ["albumentations", "torch", "kornia"])
-def test_augment_same_output_contract(images, library):
-    if library == "kornia":
-        pytest.importorskip("kornia")
-    ds = lk.ImageFolderDataset(images)
-    img = lk.images.decode_jpeg(ds.read(0))
-    aug = lk.images.make_augment(library, 48, seed=1)
-    if aug.per == "batch":
-        out = aug(torch.from_numpy(img.transpose(2, 0, 1).copy())[None].repeat(4, 1, 1, 1))
-        assert out.shape == (4, 3, 48, 48)
-    else:
-        out = aug(img)
-        assert out.shape == (3, 48, 48)
-    assert out.dtype == torch.float32 and torch.isfinite(out).all()
+@pytest.fixture(scope="module")
+def augment(tmp_path_factory):
+    """Chapter 10's albumentations pipeline, the module its workers import."""
+    return chapter_module("10", "augment.py", tmp_path_factory.mktemp("ch10"))
+
+
+def test_augment_through_workers(images, augment):
+    ds = lk.ImageFolderDataset(images, transform=augment.Albumentations(32))
+    batch = next(iter(DataLoader(torch.utils.data.Subset(ds, range(16)), batch_size=8,
+                                 num_workers=1, timeout=60)))
+    out = batch["image"]
+    assert out.shape == (8, 3, 32, 32) and out.dtype == torch.float32
     assert -5 < float(out.mean()) < 5  # normalised, not 0-255
 
 
-def test_augment_as_transform_through_workers(images):
-    ds = lk.ImageFolderDataset(images, transform=lk.images.make_augment("albumentations", 32))
-    batch = next(iter(DataLoader(torch.utils.data.Subset(ds, range(16)), batch_size=8,
-                                 num_workers=1, timeout=60)))
-    assert batch["image"].shape == (8, 3, 32, 32)
-
-
-@pytest.mark.gpu(probe="kornia_gpu")  # skipped, with the reason, where it cannot run
-def test_kornia_on_gpu(images):
-    aug = lk.images.make_augment("kornia", 48)
-    x = torch.stack([lk.ImageFolderDataset(images)[i]["image"] for i in range(8)]).cuda()
-    out = aug(x)
-    assert out.device.type == "cuda" and out.shape == (8, 3, 48, 48)
-
-
-@pytest.mark.parametrize("library", ["albumentations", "torch"])
-def test_augment_draws_differ_across_workers_and_epochs(images, library):
+def test_augment_draws_differ_across_workers_and_epochs(images, augment):
     """A generator built in the parent must not be replayed by every worker, every epoch."""
     ds = torch.utils.data.Subset(
-        lk.ImageFolderDataset(images, transform=lk.images.make_augment(library, 32, seed=0)),
+        lk.ImageFolderDataset(images, transform=augment.Albumentations(32, seed=0)),
         [0] * 8)  # the same image 8 times: any difference comes from the draws
     loader = DataLoader(ds, batch_size=4, num_workers=2, timeout=60)
     epochs = [torch.cat([b["image"] for b in loader]) for _ in range(2)]
@@ -173,23 +155,14 @@ def test_augment_draws_differ_across_workers_and_epochs(images, library):
     assert not torch.equal(epochs[0], epochs[1]), "the second epoch repeated the first"
 
 
-def test_kornia_leaves_the_global_generator_alone():
-    pytest.importorskip("kornia")
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    lk.images.make_augment("kornia", 32, seed=7)
-    assert torch.equal(torch.rand(3), expected)
-
-
 def test_torchvision_v2_does_not_load_here_and_says_why():
     """Chapter 10 has no transforms.v2 row because torchvision cannot load next to this kit's
     CPU torch (PyPI's torchvision for torch 2.13.0 links libtorch_cuda.so / libc10_cuda.so).
-    When this fails, that reason went away: add transforms.v2 to ``lk.images.make_augment`` and to
-    chapter 10's comparison, then turn this into a test of that row."""
+    When this fails, that reason went away: add transforms.v2 to chapter 10's comparison,
+    then turn this into a test of that row."""
     ok, reason = lk.status("torchvision")
     assert not ok, (f"torchvision.transforms.v2 now loads here ({reason}): add it to "
-                    "lk.images.make_augment and chapter 10's augmentation comparison")
+                    "chapter 10's augmentation comparison")
     assert reason.startswith("torchvision.transforms.v2 ")
     assert "does not load here" in reason or "is not installed" in reason
     assert torch.__version__ in reason and "download.pytorch.org/whl/cpu" in reason

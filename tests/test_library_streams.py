@@ -7,14 +7,15 @@ that changes them is noticed and the chapter text updated).
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
+from chapter_code import chapter_module
 from contracts import check_exactly_once, check_resume, check_same_order
 from torch.utils.data import DataLoader
 
 import labkit as lk
-from labkit.streams.tarshards import split_by_rank
 
 pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
 
@@ -29,38 +30,45 @@ def pq_files(ci_fixture):
     return [str(p) for p in ci_fixture("parquet").file_list(".parquet")]
 
 
-def _wds(shards, rank=0, world_size=1, seed=0, buffer=64):
+@pytest.fixture(scope="module")
+def nodesplit(tmp_path_factory):
+    """Chapter 06's nodesplitter told its rank (its ``nodesplit.py``, which workers import)."""
+    return chapter_module("06", "nodesplit.py", tmp_path_factory.mktemp("ch06"))
+
+
+def _wds(shards, nodesplit, rank=0, world_size=1, seed=0, buffer=64):
     import webdataset as wds
 
-    return (wds.WebDataset(shards, shardshuffle=len(shards), seed=seed,
-                           nodesplitter=split_by_rank(rank, world_size))
+    split = functools.partial(nodesplit.shards_of_rank, rank=rank, world_size=world_size)
+    return (wds.WebDataset(shards, shardshuffle=len(shards), seed=seed, nodesplitter=split)
             .shuffle(buffer, seed=seed).to_tuple("npy", "__key__").map_tuple(lambda _: 0, int)
             .batched(16))
 
 
-def test_webdataset_pipeline_exactly_once(wds_fx):
+def test_webdataset_pipeline_exactly_once(wds_fx, nodesplit):
     import webdataset as wds
 
     shards = [str(p) for p in wds_fx.file_list(".tar")]
 
     def make(rank, world_size, num_workers):
-        return wds.WebLoader(_wds(shards, rank, world_size), batch_size=None,
+        return wds.WebLoader(_wds(shards, nodesplit, rank, world_size), batch_size=None,
                              num_workers=num_workers, timeout=30 if num_workers else 0)
 
     check_exactly_once(make, wds_fx.samples)
 
 
-def test_webdataset_seeded_order(wds_fx):
+def test_webdataset_seeded_order(wds_fx, nodesplit):
     shards = [str(p) for p in wds_fx.file_list(".tar")]
-    check_same_order(lambda seed, epoch: _wds(shards, seed=seed + 10 * epoch))
+    check_same_order(lambda seed, epoch: _wds(shards, nodesplit, seed=seed + 10 * epoch))
 
 
-def test_webdataset_fast_forward_resume_loses_batches_after_the_second_resume(wds_fx):
+def test_webdataset_fast_forward_resume_loses_batches_after_the_second_resume(wds_fx,
+                                                                               nodesplit):
     """torchdata 0.11 counts fast-forwarded batches as yielded: the 2nd restore skips too far."""
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     shards = [str(p) for p in wds_fx.file_list(".tar")]
-    trial = lk.resume_trial(lambda: StatefulDataLoader(_wds(shards), batch_size=None),
+    trial = lk.resume_trial(lambda: StatefulDataLoader(_wds(shards, nodesplit), batch_size=None),
                             stops=(3, 2))
     once, twice = trial.runs[1], trial.runs[2]
     assert once.ok

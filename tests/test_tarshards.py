@@ -15,8 +15,7 @@ from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.errors import DataFormatError
-from labkit.streams.buffer import shuffle_buffer
-from labkit.streams.tarshards import TarShardStream, split_by_rank
+from labkit.streams.tarshards import TarShardStream, shuffle_buffer
 
 pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")
 
@@ -137,9 +136,3 @@ def test_state_saved_after_set_epoch_starts_the_new_epoch(wds):
 def test_missing_shard_names_the_file(wds, tmp_path):
     with pytest.raises(DataFormatError, match="gone.tar"):
         epoch_ids(_loader(TarShardStream([tmp_path / "gone.tar"])))
-
-
-def test_split_by_rank_takes_every_nth():
-    assert list(split_by_rank(1, 3)(iter(range(10)))) == [1, 4, 7]
-    with pytest.raises(ValueError):
-        split_by_rank(2, 2)

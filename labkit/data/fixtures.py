@@ -242,14 +242,8 @@ def _lock(folder: Path, name: str):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def fixture(
-    name: str,
-    scale: str | None = None,
-    *,
-    repair: bool = False,
-    verify_all: bool = False,
-    progress: bool = True,
-) -> Fixture:
+def fixture(name: str, scale: str | None = None, *, repair: bool = False,
+            verify_all: bool = False, progress: bool = True) -> Fixture:
     """Return fixture ``name`` at ``scale``, generating it if missing or if its spec changed.
 
     Args:
@@ -301,25 +295,17 @@ def _read_manifest(dest: Path) -> dict | None:
         return None  # absent or half-written: regenerate
 
 
-def ensure_fixtures(
-    names: list[str] | None = None,
-    scale: str | None = None,
-    *,
-    repair: bool = False,
-    verify_all: bool = False,
-    progress: bool = True,
-    report: bool = True,
-) -> dict[str, Fixture]:
+def ensure_fixtures(names: list[str] | None = None, scale: str | None = None, *,
+                    repair: bool = False, verify_all: bool = False, progress: bool = True,
+                    report: bool = True) -> dict[str, Fixture]:
     """Make sure every named fixture (default: all) exists and verifies; print a table
     (``labkit fixtures``; chapter 00 calls :func:`fixture` for each).
 
     The table says, for each fixture, whether it was generated or already cached, its size
     and the write rate generation reached (MB/s) on this machine.
     """
-    names = list(names) if names else list(load_specs())
-    out = {}
-    for n in names:
-        out[n] = fixture(n, scale, repair=repair, verify_all=verify_all, progress=progress)
+    out = {n: fixture(n, scale, repair=repair, verify_all=verify_all, progress=progress)
+           for n in (names or load_specs())}
     if report:
         print(format_fixture_table(out.values()))
     return out

@@ -1,20 +1,12 @@
-"""GPU decode and augmentation paths: nvJPEG via torchcodec, kornia on CUDA, DALI (ch. 10, 15).
+"""GPU decode and augmentation checks: nvJPEG via torchcodec, kornia on CUDA, DALI (ch. 10, 15).
 
-Every path here is guarded: ``lk.status("gpu_decode")``, ``lk.status("kornia_gpu")`` and
-``lk.status("dali")`` say whether it can run and, if not, why (no CUDA, a CPU-only torch, a
-torchcodec or torchvision that does not load against this torch, DALI not installed).
-Nothing here imports torchcodec, torchvision or DALI at module import: a wheel built for
-another torch can fail with any exception, not only ImportError, so every probe catches
-everything and reports it.
-
-nvJPEG decode goes through torchcodec's ``decode_jpeg(..., device="cuda")`` (torchcodec 0.16
-and newer, a CUDA build): torchvision 0.29 deprecated its own ``torchvision.io.decode_jpeg``
-for it (a DeprecationWarning naming torchcodec 0.16). torchvision's is the fallback, for a
-torchcodec older than 0.16. Their defaults differ, and chapter 10 states it: torchcodec
-decodes to RGB unless told otherwise (torchvision keeps the file's channels, ``UNCHANGED``),
-turns the image as its EXIF orientation says (torchvision only with
-``apply_exif_orientation=True``) and can return uint16 (``output_dtype``); both give uint8
-CHW tensors by default. Both calls here ask for RGB, so they agree on the fixture's files.
+``lk.status("gpu_decode")``, ``"kornia_gpu"`` and ``"dali"`` say whether each path can run
+and, if not, why (no CUDA, a CPU-only torch, a torchcodec or torchvision built for another
+torch, DALI not installed). Nothing is imported at module import, and every probe catches
+every exception: a wheel built for another torch can fail with any of them. nvJPEG goes
+through torchcodec's ``decode_jpeg(..., device="cuda")`` (0.16 and newer, a CUDA build),
+which torchvision 0.29 deprecated its own for; torchvision's is the fallback. Both are asked
+for RGB, so they agree on the fixture's files (chapter 10b tables their other defaults).
 """
 
 from __future__ import annotations
@@ -23,7 +15,7 @@ import functools
 import io
 
 from ..errors import LabkitError
-from ..instruments.timer import best_of, steady_rate
+from ..instruments.timer import best_of
 from ..optional import check, library_status, status
 from .augment import torchvision_install
 
@@ -108,24 +100,12 @@ def _dali_status(device=None) -> tuple[bool, str]:
 
 
 def _decoder(device):
-    """The decode function, with no package-metadata lookup: nvjpeg_decode runs per batch."""
+    """The decode function, with no package-metadata lookup (none inside the clock)."""
     ok, reason = status("cuda", device=device)
     library, how = _nvjpeg(str(device)) if ok else (None, reason)
     if library is None:
         raise LabkitError(f"GPU JPEG decode cannot run here: {how}")
     return how
-
-
-def nvjpeg_decode(blobs: list[bytes], device="cuda"):
-    """Decode a list of JPEG byte strings on the GPU in one batched call (nvJPEG), as RGB.
-
-    Returns a list of uint8 CHW CUDA tensors. Raises :class:`~labkit.LabkitError` with the
-    reason when the path cannot run here.
-    """
-    import torch
-
-    decode = _decoder(device)
-    return decode([torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs])
 
 
 def gpu_decode_rate(blobs: list[bytes], batch_size: int = 64, device="cuda",
@@ -147,39 +127,3 @@ def gpu_decode_rate(blobs: list[bytes], batch_size: int = 64, device="cuda",
     best = best_of(decode_all, repeats=repeats, warmup=0, sync=str(device)).best_s
     return {"images": len(blobs), "batch_size": batch_size, "seconds": best,
             "samples_per_s": len(blobs) / best}
-
-
-def dali_decode_rate(files: list, batch_size: int = 64, repeats: int = 3) -> dict:
-    """Images/s of a DALI pipeline (file reader + mixed CPU/GPU decoder) over ``files``, as a
-    PyTorch loop sees it: through DALI's ``DALIGenericIterator``, over ``repeats`` epochs.
-
-    Review 10-F4: DALI runs ``prefetch_queue_depth`` (2) iterations ahead, so timing short
-    trials one after another lets each trial inherit the batches the last one scheduled.
-    Here one warm-up epoch, then one clock over ``repeats`` epochs (:func:`steady_rate`),
-    and the batches ready when the clock started are not counted.
-    """
-    ok, reason = _dali_status()
-    if not ok:
-        raise LabkitError(f"DALI decode cannot run here: {reason}")
-    from nvidia.dali import fn, pipeline_def
-    from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
-
-    files = [str(f) for f in files]
-    depth = 2  # DALI's default prefetch_queue_depth, named so the count below can use it
-
-    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=0,
-                  prefetch_queue_depth=depth)
-    def pipe():
-        jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))),
-                                        name="reader")
-        return fn.decoders.image(jpegs, device="mixed"), labels
-
-    p = pipe()
-    p.build()
-    # the loop DALI's PyTorch examples type: each batch is a list, one dict per pipeline
-    loader = DALIGenericIterator([p], ["images", "labels"], reader_name="reader",
-                                 last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
-    r = steady_rate(loader, passes=repeats, prefetched=depth * batch_size,
-                    count=lambda batch: batch[0]["labels"].shape[0], sync="cuda")
-    return {**r, "batch_size": batch_size}
-

@@ -1,8 +1,8 @@
 """Who reads what: rank x worker splitting, one base for every stream (chapters 03-08).
 
 The *global worker* ``g = rank * num_workers + worker`` of ``world_size * num_workers`` takes
-items ``g, g + total, ...``: :class:`SplitStream` is that rule with a per-epoch seeded order;
-:class:`ResumableStream` adds the shuffle buffer and exact resume.
+items ``g, g + total, ...``: :class:`SplitStream` is that rule with a per-epoch seeded order
+(``labkit.streams.tarshards`` adds the shuffle buffer and exact resume).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import numpy as np
 from torch.utils.data import IterableDataset
 
 from ..records.table import text_table
-from .buffer import shuffle_buffer
 
 
 class Place(NamedTuple):
@@ -120,62 +119,6 @@ class SplitStream(IterableDataset):
         if self.split == "worker":
             return [order[i] for i in assign(units, 0, 1, p.worker, p.num_workers)]
         return order
-
-
-class ResumableStream(SplitStream):
-    """A :class:`SplitStream` with a shuffle buffer and exact resume (chapters 08, 14).
-
-    ``(seed, epoch)`` fix the order, so the state is the samples yielded plus a
-    :meth:`fingerprint`. A subclass's ``__iter__`` skips ``self.resume_point()`` samples and
-    yields through :meth:`counted`; the state follows torchdata's ``Stateful`` protocol.
-    """
-
-    def __init__(self, *, buffer_size: int = 0, **kw):
-        super().__init__(**kw)
-        self.buffer_size = buffer_size
-        self._yielded = 0        # samples this process's current iterator has yielded
-        self._skip = 0           # samples to skip at the next __iter__ (set by a resume)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch; a new one starts at its beginning (the same keeps a resume)."""
-        if int(epoch) != self.epoch:
-            self._yielded = self._skip = 0
-        super().set_epoch(epoch)
-
-    def buffered(self, items, place: Place):
-        """``items`` through the shuffle buffer, seeded by ``(seed, epoch, slot)``."""
-        if self.buffer_size <= 1:
-            return iter(items)  # no buffer, no generator (``seed`` may be None)
-        return shuffle_buffer(items, self.buffer_size, self.rng(place.slot, 1))
-
-    def fingerprint(self) -> dict:
-        """What must match for a state to apply: the subclass adds its shard count."""
-        return {"seed": self.seed, "buffer_size": self.buffer_size}
-
-    def resume_point(self) -> int:
-        """Samples of this epoch's order to skip now (a pending resume's), once."""
-        skip, self._skip = self._skip, 0
-        self._yielded = skip
-        return skip
-
-    def counted(self, samples):
-        """Yield ``samples``, counting them for :meth:`state_dict`."""
-        for sample in samples:
-            self._yielded += 1
-            yield sample
-
-    def state_dict(self) -> dict:
-        """Where this process's iterator stands (``samples_yielded``: torchdata's word)."""
-        return {"epoch": self.epoch, "samples_yielded": self._yielded, **self.fingerprint()}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Continue from :meth:`state_dict` at the next ``iter()`` (same shards and knobs)."""
-        mine = self.fingerprint()
-        theirs = {k: state.get(k) for k in mine}
-        if theirs != mine:
-            raise ValueError(f"state is for a different stream: {theirs}, this one is {mine}")
-        self.epoch, self._skip = int(state["epoch"]), int(state["samples_yielded"])
-        self._yielded = self._skip  # state_dict() before the next iter() says the same
 
 
 @dataclass(frozen=True)

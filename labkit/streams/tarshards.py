@@ -1,21 +1,17 @@
 """A resumable stream over tar shards, what chapters 06-08's libraries do: the fault-matrix tests'.
 
-:class:`TarShardStream` (``labkit.streams.tarshards``, not a public name: chapter 08 types its
-own ``ResumableIds``) is what the libraries of chapters 06-07 do, small enough to read:
-shards are split over ``rank x worker`` slots, shuffled per epoch at shard level and
-through a buffer, and read with plain :mod:`tarfile`. Its one trick makes resume exact: the
-order of an epoch is a pure function of ``(seed, epoch, slot)`` computed from sample
-*positions* (shard, index) before any byte is read, so a checkpoint only needs how many
-samples each worker already yielded, and a resumed worker seeks straight to the next one.
-``state_dict`` / ``load_state_dict`` follow torchdata's ``Stateful`` protocol, so
-``StatefulDataLoader`` checkpoints it per worker.
+:class:`TarShardStream` (not a public name: chapter 08 types its own ``ResumableIds``) is
+small enough to read: shards split over ``rank x worker`` slots, shuffled per epoch and
+through a buffer, read with plain :mod:`tarfile`. Resume is exact because an epoch's order
+is a pure function of ``(seed, epoch, slot)`` over sample *positions* (shard, index),
+computed before any byte is read: a checkpoint needs only how many samples each worker
+yielded (torchdata's ``Stateful`` protocol, so ``StatefulDataLoader`` saves it per worker).
 """
 
 from __future__ import annotations
 
 import io
 import tarfile
-from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +19,29 @@ import torch
 
 from ..data.fixtures import source_files
 from ..errors import DataFormatError
-from .split import Place, ResumableStream
+from .split import Place, SplitStream
+
+
+def shuffle_buffer(items, buffer_size: int, rng: np.random.Generator):
+    """``items`` in the order a shuffle buffer of ``buffer_size`` gives them (1 or less: as is).
+
+    Random replacement: fill the buffer, then emit a random buffered item for each new one
+    and put the new one in its place; drain at the end. The numbers come from ``rng``, so a
+    stream seeded by ``(seed, epoch, slot)`` replays the same order (chapter 08 types it).
+    """
+    if buffer_size <= 1:
+        yield from items
+        return
+    buf: list = []
+    for item in items:
+        if len(buf) < buffer_size:
+            buf.append(item)
+            continue
+        k = int(rng.integers(len(buf)))
+        yield buf[k]
+        buf[k] = item
+    while buf:
+        yield buf.pop(int(rng.integers(len(buf))))
 
 
 def shard_files(source) -> list[Path]:
@@ -71,52 +89,35 @@ def _whole(samples: dict, size: int) -> int:
     return sum(all(o + n <= size for o, n in members.values()) for members in samples.values())
 
 
-class split_by_rank:  # noqa: N801 - used like webdataset's split_by_node function
-    """A webdataset ``nodesplitter`` for an explicit rank: every ``world_size``-th shard URL.
-
-    ``wds.split_by_node`` reads the rank from ``torch.distributed`` or ``RANK``; this one is
-    told, so one process can play every rank (the tests; chapter 06 types its own, a
-    ``functools.partial`` of ``islice``, in a module). Picklable for workers.
-    """
-
-    def __init__(self, rank: int, world_size: int):
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank={rank} outside world_size={world_size}")
-        self.rank, self.world_size = rank, world_size
-
-    def __call__(self, src):
-        yield from islice(src, self.rank, None, self.world_size)
-
-    def __repr__(self) -> str:
-        return f"split_by_rank({self.rank}, {self.world_size})"
-
-
-class TarShardStream(ResumableStream):
+class TarShardStream(SplitStream):
     """Samples from tar shards, split over ``rank x worker``, shuffled, exactly resumable.
 
     Each sample is ``{"id", "label", "features"}`` (the ``.npy`` array, float32). Shards go
     round-robin to ``world_size * num_workers`` slots (a worker without a shard is idle: use
     at least that many shards).
 
-    Args:
-        source: a ``wds`` Fixture, a folder of ``.tar`` shards or a list of shard paths.
-        seed: the shuffle seed; the epoch (:meth:`set_epoch`) is mixed in.
-        shuffle_shards: permute the shard list every epoch.
-        buffer_size: shuffle samples through a buffer this big (0: no sample shuffle).
-        rank, world_size: this process's place among ranks (default: as
-            :func:`labkit.streams.split.current_split` finds it, when iterating: an initialised
-            ``torch.distributed``, else ``RANK`` / ``WORLD_SIZE``, else 0 and 1).
+    ``source``: a ``wds`` Fixture, a folder of ``.tar`` shards or a list of them; ``seed``
+    (mixed with :meth:`set_epoch`'s epoch); ``shuffle_shards``: permute the shard list every
+    epoch; ``buffer_size``: the sample shuffle buffer (0: none); ``rank``, ``world_size``:
+    default as :func:`~labkit.streams.split.current_split` finds them when iterating.
     """
 
     splits = ("rank_worker",)
 
     def __init__(self, source, *, seed: int = 0, shuffle_shards: bool = True,
                  buffer_size: int = 0, rank: int | None = None, world_size: int | None = None):
-        super().__init__(seed=int(seed), rank=rank, world_size=world_size,
-                         buffer_size=buffer_size)
+        super().__init__(seed=int(seed), rank=rank, world_size=world_size)
         self.shards = shard_files(source)
-        self.shuffle_shards = shuffle_shards
+        self.shuffle_shards, self.buffer_size = shuffle_shards, buffer_size
         self._index: dict[int, list] = {}
+        self._yielded = 0  # samples this process's current iterator has yielded
+        self._skip = 0     # samples to skip at the next __iter__ (set by a resume)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch; a new one starts at its beginning (the same keeps a resume)."""
+        if int(epoch) != self.epoch:
+            self._yielded = self._skip = 0
+        super().set_epoch(epoch)
 
     @property
     def shuffled(self) -> bool:
@@ -129,10 +130,11 @@ class TarShardStream(ResumableStream):
         return self._index[s]
 
     def _positions(self, place: Place) -> list[tuple[int, int]]:
-        """This slot's ``(shard, index-in-shard)`` positions for the epoch, in yield order."""
+        """This slot's ``(shard, index-in-shard)`` positions for the epoch, in yield order:
+        through the shuffle buffer, seeded by ``(seed, epoch, slot)``."""
         positions = [(s, k) for s in self.share(len(self.shards), place)
                      for k in range(len(self._shard_index(s)))]
-        return list(self.buffered(positions, place))
+        return list(shuffle_buffer(positions, self.buffer_size, self.rng(place.slot, 1)))
 
     def _read(self, s: int, k: int, fh) -> dict:
         key, members = self._shard_index(s)[k]
@@ -158,7 +160,11 @@ class TarShardStream(ResumableStream):
 
     def __iter__(self):
         order = self._positions(self.place())
-        yield from self.counted(self._reads(order[self.resume_point():]))
+        skip, self._skip = self._skip, 0  # a pending resume's samples, skipped once
+        self._yielded = skip
+        for sample in self._reads(order[skip:]):
+            self._yielded += 1
+            yield sample
 
     def _reads(self, positions):
         current, fh = None, None  # one shard open at a time
@@ -174,4 +180,18 @@ class TarShardStream(ResumableStream):
                 fh.close()
 
     def fingerprint(self) -> dict:
-        return {**super().fingerprint(), "shards": len(self.shards)}
+        """What must match for a state to apply."""
+        return {"seed": self.seed, "buffer_size": self.buffer_size, "shards": len(self.shards)}
+
+    def state_dict(self) -> dict:
+        """Where this process's iterator stands (``samples_yielded``: torchdata's word)."""
+        return {"epoch": self.epoch, "samples_yielded": self._yielded, **self.fingerprint()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict` at the next ``iter()`` (same shards and knobs)."""
+        mine = self.fingerprint()
+        theirs = {k: state.get(k) for k in mine}
+        if theirs != mine:
+            raise ValueError(f"state is for a different stream: {theirs}, this one is {mine}")
+        self.epoch, self._skip = int(state["epoch"]), int(state["samples_yielded"])
+        self._yielded = self._skip  # state_dict() before the next iter() says the same

@@ -151,17 +151,12 @@ def open_tokens(source, *, dtype=None, vocab: int | None = None, offsets=None,
                 check_ids: bool = True) -> TokenCorpus:
     """Map a flat token file and check it against its index; errors name the file and offset.
 
-    Args:
-        source: a ``corpus`` fixture (everything else is read from its manifest), or the
-            path of a flat token file (then give ``dtype`` and ``vocab``).
-        dtype, vocab: for a plain path; ``dtype`` defaults to :func:`token_dtype` of ``vocab``.
-        offsets: the document index (an array or a ``.npy`` path); default: the fixture's,
-            or the whole file as one document.
-        check_ids: scan every id once for ``id >= vocab`` (a mismatched tokenizer or dtype).
-
-    Raises:
-        DataFormatError: a size that is not a whole number of tokens, an index that is not
-            increasing or points past the end, or an id outside the vocabulary.
+    ``source``: a ``corpus`` fixture (the rest is read from its manifest), or a flat token
+    file's path (then give ``vocab``; ``dtype`` defaults to :func:`token_dtype`). ``offsets``:
+    the document index (an array or a ``.npy`` path; default the fixture's, or one document).
+    ``check_ids`` scans every id once for ``id >= vocab`` (another tokenizer or dtype).
+    Raises :class:`~labkit.DataFormatError` for a size that is not whole tokens, an index
+    that decreases or points past the end, or an id outside the vocabulary.
     """
     sources, eos, names = None, 0, ()
     if hasattr(source, "manifest"):  # a Fixture
