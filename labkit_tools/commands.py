@@ -1,11 +1,8 @@
 """The ``labkit`` commands, from ``labkit fixtures`` to ``labkit lab`` (ch. 00 on).
 
-Subcommands: fixtures, env, doctor, run, report, bench, roofline, diagnose, lab.
-
-The parser is :mod:`labkit_tools.cli`, which imports this module only once the
-arguments parse (no circle: nothing here imports the parser). Every subcommand has
-``--help``; bad arguments and bad input (unknown scale, notebook,
-benchmark, corrupted fixture, unwritable folder) print one clear line and exit 2.
+:mod:`labkit_tools.cli` parses the arguments, then imports this module (never the reverse).
+Bad input (an unknown notebook or benchmark, a corrupted fixture, an unwritable folder)
+prints one clear line and exits 2.
 """
 
 from __future__ import annotations
@@ -129,8 +126,7 @@ def _cmd_lab(args) -> int:
     for check in doctor():  # e.g. chapter 15 without FFmpeg's libraries: what to install
         if not check.ok:
             print(check)
-    # This interpreter's own JupyterLab: `jupyter` need not be on PATH (make calls
-    # .venv/bin/labkit without activating the virtual environment).
+    # this interpreter's own JupyterLab: `jupyter` need not be on PATH
     extra = args.lab_args[1:] if args.lab_args[:1] == ["--"] else args.lab_args
     argv = [sys.executable, "-m", "jupyterlab", str(notebooks_dir()), *extra]
     if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in argv:
@@ -138,9 +134,8 @@ def _cmd_lab(args) -> int:
         print("running as root (a container?): passing --allow-root to JupyterLab")
     print("starting:", " ".join(argv))
     os.environ["LABKIT_SCALE"] = scale  # the kernels inherit it: chapters run at this scale
-    # labkit_tools/jupyter/labconfig/default_setting_overrides.json: no "Would you like to get
-    # notified about official Jupyter news?" prompt (and no update check: nothing at run
-    # time reaches the network); a learner's own settings still win over these defaults
+    # labkit_tools/jupyter/labconfig: no Jupyter news prompt (nothing reaches the network);
+    # a learner's own settings still win over these defaults
     os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join(filter(None, [
         str(Path(__file__).parent / "jupyter"), os.environ.get("JUPYTER_CONFIG_PATH")]))
     os.execv(sys.executable, argv)  # replaces this process: Ctrl-C stops JupyterLab as usual
