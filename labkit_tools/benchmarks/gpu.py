@@ -13,7 +13,6 @@ whose record says its GPU cells were skipped beside a GPU.
 
 from __future__ import annotations
 
-import io
 import statistics
 import time
 
@@ -22,6 +21,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
+from labkit.data.writers import encode_jpeg
 from labkit.facilities import usable_cores
 from labkit.images.decode import decode_jpeg, fastest_decoder
 from labkit.images.gpu import gpu_decode_rate
@@ -104,10 +104,9 @@ def host_to_device(sizes_mib=(1, 4, 16, 64), repeats: int = 10) -> dict:
             "pinned": lambda t=pinned: t.to(DEV, non_blocking=True),
         }
         row = {w: _spread([n / s / 1e9 for s in _timed(f, repeats)]) for w, f in ways.items()}
-        # Not a way to copy: a worker DataLoader's throughput, hand-over + pin thread + copy,
-        # beside the same loader without pin_memory (the control). Persistent workers and a
-        # warm-up pass, so no pass times worker start-up or the first move of the tensor into
-        # shared memory (review 09-F4: fresh workers per pass read as "pinning is slow").
+        # A worker DataLoader's hand-over + pin thread + copy, beside the same loader without
+        # pin_memory (the control); persistent workers and a warm-up pass (review 09-F4:
+        # fresh workers per pass, timing the first move into shared memory, read as slow)
         for pin, name in ((True, "dataloader_pin_thread"), (False, "dataloader_pageable")):
             same = [pageable] * (repeats * 4)  # one tensor: a worker hands over its handle
             loader = DataLoader(same, batch_size=None, num_workers=2,
@@ -212,13 +211,9 @@ def prefetch_wait(batch: int = 128, size: int = 224, batches: int = 48, step_ms:
 def _photo_jpegs(n: int, px: int = 512, seed: int = 0) -> list[bytes]:
     """Photo-like JPEGs (smooth, quality 90), as 10b's section 1 (decode less) makes them."""
     rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        buf = io.BytesIO()
-        Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).resize(
-            (px, px), Image.BICUBIC).save(buf, "JPEG", quality=90)
-        out.append(buf.getvalue())
-    return out
+    return [encode_jpeg(np.asarray(Image.fromarray(rng.integers(0, 256, (32, 32, 3), np.uint8))
+                                   .resize((px, px), Image.BICUBIC)), quality=90)
+            for _ in range(n)]
 
 
 def decode_rates(n: int = 256, batch: int = 64) -> dict:
