@@ -126,24 +126,6 @@ def host_to_device(sizes_mib=(1, 4, 16, 64), repeats: int = 10) -> dict:
     return out
 
 
-class _Batches(Dataset):
-    """Batches of uint8 images made in the worker (a bank of 4, so making costs little)."""
-
-    def __init__(self, n: int, batch: int, size: int):
-        self.n, self.shape = n, (batch, 3, size, size)
-        self.bank = None
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i):
-        if self.bank is None:
-            g = torch.Generator().manual_seed(i)
-            self.bank = [torch.randint(0, 255, self.shape, dtype=torch.uint8, generator=g)
-                         for _ in range(4)]
-        return self.bank[i % 4]
-
-
 def _gpu_step(target_ms: float, dim: int = 4096):
     """A step of bf16 matmuls sized to ``target_ms`` on this GPU, reading the whole batch."""
     a = torch.randn(dim, dim, device=DEV, dtype=torch.bfloat16)
@@ -168,13 +150,12 @@ def prefetch_wait(batch: int = 128, size: int = 224, batches: int = 48, step_ms:
     pinned worker DataLoader and from batches already in host memory (pinned, pageable):
     the plain loop copies on the default stream, so its copy runs before the step."""
     workers = max(2, min(8, usable_cores() - 1))
-    loader = DataLoader(_Batches(batches, batch, size), batch_size=None, num_workers=workers,
-                        pin_memory=True, persistent_workers=True, prefetch_factor=4,
-                        timeout=WORKER_TIMEOUT_S)
     host = [torch.randint(0, 255, (batch, 3, size, size), dtype=torch.uint8) for _ in range(4)]
     pinned = [x.pin_memory() for x in host]
     in_memory = [pinned[i % 4] for i in range(batches)]
-    pageable = [host[i % 4] for i in range(batches)]
+    pageable = [host[i % 4] for i in range(batches)]  # a bank of 4: making a batch costs little
+    loader = DataLoader(pageable, batch_size=None, num_workers=workers, pin_memory=True,
+                        persistent_workers=True, prefetch_factor=4, timeout=WORKER_TIMEOUT_S)
     step, k = _gpu_step(step_ms, dim)
     resident = torch.randint(0, 255, (batch, 3, size, size), dtype=torch.uint8, device=DEV)
     alone = _timed(lambda: [step(resident) for _ in range(batches)], repeats)
