@@ -31,15 +31,11 @@ from .runner import run_notebooks
 def _cmd_fixtures(args) -> int:
     if args.list:
         for name, spec in load_specs().items():
-            print(f"{name:<14}{spec['kind']:<12}{resolve_spec(spec, _scale(args))}")
+            print(f"{name:<14}{spec['kind']:<12}{resolve_spec(spec, resolve_scale(args.scale))}")
         return 0
-    ensure_fixtures(args.names or None, _scale(args), repair=args.repair,
+    ensure_fixtures(args.names or None, resolve_scale(args.scale), repair=args.repair,
                     verify_all=args.verify, progress=not args.no_progress)
     return 0
-
-
-def _scale(args) -> str:
-    return resolve_scale(args.scale)
 
 
 def _cmd_env(args) -> int:
@@ -58,7 +54,7 @@ def _cmd_doctor(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    results = run_notebooks(args.notebooks or None, _scale(args), args.out, args.timeout)
+    results = run_notebooks(args.notebooks or None, args.scale, args.out, args.timeout)
     return 0 if all(r.ok for r in results) else 1
 
 
@@ -96,7 +92,7 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_roofline(args) -> int:
-    scale = _scale(args)
+    scale = resolve_scale(args.scale)
     ceilings = measure_ceilings(args.names or None, scale)
     if args.json:
         print(json.dumps({k: {"label": c.label, "rate": c.rate, "lo": c.lo, "hi": c.hi,
@@ -118,7 +114,7 @@ def _cmd_diagnose(args) -> int:
 
 
 def _cmd_lab(args) -> int:
-    scale = _scale(args)
+    scale = resolve_scale(args.scale)
     if importlib.util.find_spec("jupyterlab") is None:
         raise LabkitError("JupyterLab is not installed here; install the kit: pip install -e .")
     ensure_fixtures(scale=scale)
