@@ -267,12 +267,9 @@ def load_factory(spec: str):
 
 
 def place_loader(d: Diagnosis) -> dict:
-    """The ceiling a diagnosed loader runs under, and how far below it.
-
-    Its own work allows what one process delivered (``num_workers=0``) times
-    ``min(num_workers, cores)``; with workers, each batch is also handed over to the loop,
-    which allows the ``handover`` ceiling's batches/s (measured now) times the batch size. The
-    lower binds. ``{}`` when the loader's figures do not allow it (no batch size, no rate)."""
+    """The ceiling a diagnosed loader runs under, and how far below it: the lower of its own
+    work (one process's rate x ``min(num_workers, cores)``) and, with workers, the
+    ``handover`` ceiling (measured now) x the batch size; ``{}`` without a batch size or rate."""
     if not (d.samples_per_batch and d.one_process_batches_per_s and d.loader_batches_per_s):
         return {}
     nw = d.num_workers or 0

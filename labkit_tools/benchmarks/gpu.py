@@ -301,9 +301,8 @@ def gpu() -> dict:
                           higher_is_better=False)
 
 
-#: The notebooks with GPU cells, by stem (``labkit.paths.notebook_path`` gives each one's path
-#: under notebooks/; ``.ci/test-gpu-chapters`` reads this list), and the probe (``lk.status``)
-#: each one's GPU path needs. Each records ``gpu_paths``: "ran", or "skipped" with the reason.
+#: The notebooks with GPU cells, by stem (``.ci/test-gpu-chapters`` reads this list), and the
+#: probe (``lk.status``) each one's GPU path needs; each records ``gpu_paths`` ("ran" or why not).
 GPU_CHAPTERS = {"09_prefetch": "cuda", "09b_pinned_memory_and_streams": "cuda",
                 "10_decode_and_augment": "cuda", "10b_decode_less_and_gpu": "gpu_decode",
                 "13_profiling": "cuda", "15b_audio_spdl_nvdec": "media_gpu",
@@ -311,10 +310,9 @@ GPU_CHAPTERS = {"09_prefetch": "cuda", "09b_pinned_memory_and_streams": "cuda",
 
 
 def gpu_cells_not_run(records_dir, chapters=tuple(GPU_CHAPTERS), leave_out=()) -> list[str]:
-    """``make test-gpu``'s check after ``chapters`` ran beside a GPU: one line for each whose
-    newest record under ``records_dir`` is missing, has no ``gpu_paths``, or says its GPU
-    cells did not run (with the reason it gave). A chapter whose probe is in ``leave_out``
-    (what the machine cannot bring) is not asked. Empty: every GPU cell ran."""
+    """``make test-gpu``'s check after ``chapters`` ran beside a GPU: a line for each whose
+    newest record under ``records_dir`` is missing, has no ``gpu_paths`` or says its GPU cells
+    did not run; one whose probe is in ``leave_out`` is not asked. Empty: every GPU cell ran."""
     newest = {r["chapter"]: r for r in load_records(records_dir)}  # oldest first
     problems = []
     for chapter in chapters:
