@@ -1,10 +1,8 @@
 """Named benchmarks that print their figures (chapters 01-02, 06, 09-15; ``labkit bench``).
 
-Performance is checked here, not in timed test assertions that flake: a benchmark reports
-what it measured, the interval around it and a verdict (pass, fail or inconclusive), and
-the numbers go into the closing notes. Each benchmark is a module of
-:mod:`labkit_tools.benchmarks`; importing this module registers them all.
-Run one with ``labkit bench NAME [--json]``.
+Performance is reported here, not asserted in tests that flake: each figure with its
+interval and a verdict (pass, fail or inconclusive). Importing this module registers every
+module of :mod:`labkit_tools.benchmarks`; ``labkit bench NAME [--json]`` runs one.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """``labkit doctor``: what this machine gives the chapters, and what to fix (ch. 00).
 
-Each check reads one fact the chapters depend on and, where the fact gets in a chapter's way,
-says what to install or change. ``labkit lab`` prints the checks that fail before it opens
-JupyterLab; chapter 00 runs them all. The facts, and why each matters:
-
-- cores: worker speed-ups (chapters 03, 09, 16) are capped by the cores this process may use
-  (``os.sched_getaffinity``, which a container's CPU set limits), not by ``os.cpu_count()``.
-- /dev/shm: a worker hands each batch to the main process through shared memory; Docker's
-  default of 64 MiB ends in "bus error" or "No space left on device" (torch's
-  multiprocessing notes; ``docker run --shm-size``).
-- start method: ``fork`` here; ``spawn`` (macOS, Windows) and ``forkserver`` (Linux from
-  Python 3.14) re-import the code workers run (03b).
-- free-threaded build: chapter 09's threads-vs-processes rows change meaning without the GIL.
-- FFmpeg libraries: torchcodec and SPDL load the system's (chapter 15); PyAV brings its own.
-- browser: only the real-browser test (``make test``) needs Debian's chromium and chromedriver.
+Each check reads one fact the chapters depend on and, where it gets in a chapter's way, says
+what to install or change (``labkit lab`` prints the failing ones first): the cores this
+process may use (a container's CPU set caps worker speed-ups), /dev/shm (Docker's 64 MiB
+ends worker hand-overs in "bus error"), the start method (03b), a free-threaded build (09's
+threads-vs-processes rows), FFmpeg's libraries (torchcodec, chapter 15) and the browser the
+real-browser test needs.
 """
 
 from __future__ import annotations
@@ -76,21 +68,18 @@ def _shm(path: str = "/dev/shm") -> Check:  # a parameter so tests can point els
                  "emptyDir with medium: Memory mounted at /dev/shm")
 
 
-def _start_method() -> Check:
+def _start_method() -> Check:  # every chapter runs under all three
     method = multiprocessing.get_start_method()
-    found = f"{method} ({_START_METHODS.get(method, 'set by this program')})"
-    return Check("start method", True, found)  # every chapter runs under all three
+    return Check("start method", True,
+                 f"{method} ({_START_METHODS.get(method, 'set by this program')})")
 
 
-def _free_threading() -> Check:
-    built = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
-    gil_check = getattr(sys, "_is_gil_enabled", None)  # Python 3.13+
-    enabled = gil_check() if gil_check is not None else True
-    if not built:
-        found = f"no: Python {sys.version.split()[0]} with the GIL"
-    else:
-        found = f"yes, GIL {'re-enabled (PYTHON_GIL=1 or an extension)' if enabled else 'off'}"
-    return Check("free-threaded", True, found)  # informational: chapter 09 reads it
+def _free_threading() -> Check:  # informational: chapter 09 reads it
+    if not sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return Check("free-threaded", True, f"no: Python {sys.version.split()[0]} with the GIL")
+    enabled = getattr(sys, "_is_gil_enabled", lambda: True)()  # Python 3.13+
+    return Check("free-threaded", True, "yes, GIL " + (
+        "re-enabled (PYTHON_GIL=1 or an extension)" if enabled else "off"))
 
 
 def _ffmpeg() -> Check:

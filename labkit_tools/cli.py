@@ -1,10 +1,7 @@
 """The ``labkit`` command line, read before torch is imported (issue 33).
 
-``import labkit`` imports torch, numpy and every chapter folder: about 3.6 s before
-``labkit --help`` could answer when the console script lived inside the package. This
-module holds the argument parser alone, so ``--help``, a usage error and the
-sub-commands' help print at once; a command's own work then imports
-:mod:`labkit_tools.commands`, where each command lives (it never imports this module).
+The parser alone, so ``--help`` and a usage error answer at once, not after the 3.6 s
+``import labkit`` takes; a command's work then imports :mod:`labkit_tools.commands`.
 """
 
 from __future__ import annotations

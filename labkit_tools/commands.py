@@ -1,11 +1,8 @@
 """The ``labkit`` commands, from ``labkit fixtures`` to ``labkit lab`` (ch. 00 on).
 
-Subcommands: fixtures, env, doctor, run, report, bench, roofline, diagnose, lab.
-
-The parser is :mod:`labkit_tools.cli`, which imports this module only once the
-arguments parse (no circle: nothing here imports the parser). Every subcommand has
-``--help``; bad arguments and bad input (unknown scale, notebook,
-benchmark, corrupted fixture, unwritable folder) print one clear line and exit 2.
+:mod:`labkit_tools.cli` parses the arguments, then imports this module (never the reverse).
+Bad input (an unknown notebook or benchmark, a corrupted fixture, an unwritable folder)
+prints one clear line and exits 2.
 """
 
 from __future__ import annotations
@@ -34,15 +31,11 @@ from .runner import run_notebooks
 def _cmd_fixtures(args) -> int:
     if args.list:
         for name, spec in load_specs().items():
-            print(f"{name:<14}{spec['kind']:<12}{resolve_spec(spec, _scale(args))}")
+            print(f"{name:<14}{spec['kind']:<12}{resolve_spec(spec, resolve_scale(args.scale))}")
         return 0
-    ensure_fixtures(args.names or None, _scale(args), repair=args.repair,
+    ensure_fixtures(args.names or None, resolve_scale(args.scale), repair=args.repair,
                     verify_all=args.verify, progress=not args.no_progress)
     return 0
-
-
-def _scale(args) -> str:
-    return resolve_scale(args.scale)
 
 
 def _cmd_env(args) -> int:
@@ -61,7 +54,7 @@ def _cmd_doctor(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    results = run_notebooks(args.notebooks or None, _scale(args), args.out, args.timeout)
+    results = run_notebooks(args.notebooks or None, args.scale, args.out, args.timeout)
     return 0 if all(r.ok for r in results) else 1
 
 
@@ -99,7 +92,7 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_roofline(args) -> int:
-    scale = _scale(args)
+    scale = resolve_scale(args.scale)
     ceilings = measure_ceilings(args.names or None, scale)
     if args.json:
         print(json.dumps({k: {"label": c.label, "rate": c.rate, "lo": c.lo, "hi": c.hi,
@@ -121,7 +114,7 @@ def _cmd_diagnose(args) -> int:
 
 
 def _cmd_lab(args) -> int:
-    scale = _scale(args)
+    scale = resolve_scale(args.scale)
     if importlib.util.find_spec("jupyterlab") is None:
         raise LabkitError("JupyterLab is not installed here; install the kit: pip install -e .")
     ensure_fixtures(scale=scale)
@@ -129,8 +122,7 @@ def _cmd_lab(args) -> int:
     for check in doctor():  # e.g. chapter 15 without FFmpeg's libraries: what to install
         if not check.ok:
             print(check)
-    # This interpreter's own JupyterLab: `jupyter` need not be on PATH (make calls
-    # .venv/bin/labkit without activating the virtual environment).
+    # this interpreter's own JupyterLab: `jupyter` need not be on PATH
     extra = args.lab_args[1:] if args.lab_args[:1] == ["--"] else args.lab_args
     argv = [sys.executable, "-m", "jupyterlab", str(notebooks_dir()), *extra]
     if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in argv:
@@ -138,9 +130,8 @@ def _cmd_lab(args) -> int:
         print("running as root (a container?): passing --allow-root to JupyterLab")
     print("starting:", " ".join(argv))
     os.environ["LABKIT_SCALE"] = scale  # the kernels inherit it: chapters run at this scale
-    # labkit_tools/jupyter/labconfig/default_setting_overrides.json: no "Would you like to get
-    # notified about official Jupyter news?" prompt (and no update check: nothing at run
-    # time reaches the network); a learner's own settings still win over these defaults
+    # labkit_tools/jupyter/labconfig: no Jupyter news prompt (nothing reaches the network);
+    # a learner's own settings still win over these defaults
     os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join(filter(None, [
         str(Path(__file__).parent / "jupyter"), os.environ.get("JUPYTER_CONFIG_PATH")]))
     os.execv(sys.executable, argv)  # replaces this process: Ctrl-C stops JupyterLab as usual

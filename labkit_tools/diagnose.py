@@ -22,6 +22,8 @@ import time
 from itertools import islice
 from pathlib import Path
 
+from torch.utils.data import DataLoader, IterableDataset
+
 from labkit.ceilings import measure_ceilings
 from labkit.display.figures import agg_figure, png_bytes
 from labkit.facilities import usable_cores
@@ -38,7 +40,7 @@ IO_CPU_SHARE = 0.5        # a data path less CPU than this (sleep, I/O) needs no
 #: Frames of the loader's machinery, not the learner's data path (collate is not among them).
 _MACHINERY = tuple(os.path.join(*p) for p in [
     ("torch", "utils", "data", ""), ("torch", "_ops.py"), ("torch", "autograd", "profiler.py"),
-    ("labkit", "tools", "diagnose.py"), ("labkit", "loading", ""), ("cProfile",), ("pstats",)])
+    ("labkit_tools", "diagnose.py"), ("labkit", "loading", ""), ("cProfile",), ("pstats",)])
 
 
 class _Limit:
@@ -135,16 +137,14 @@ def _verdict(bound, loader_bps, one, step_bps, cpu_share, hs, cores, nw) -> dict
     return {"knobs": {"num_workers": need}, "why": f"{how}; {top}"}
 
 
-def diagnose(factory, *, step_ms: float | None = None, batches: int = 40, timeline=None,
-             time_limit_s: float | None = 120, target: str | None = None) -> Diagnosis:
-    """Diagnose the loader ``factory()`` returns (a DataLoader or any iterable of batches).
+def run_diagnose(target: str, *, step_ms: float | None = None, batches: int = 40,
+                 timeline=None, time_limit_s: float | None = 120) -> Diagnosis:
+    """``labkit diagnose MODULE:FACTORY``: the loader ``factory()`` returns (a DataLoader or
+    any iterable of batches) diagnosed, with the ceiling it runs under (:func:`place_loader`).
 
     ``step_ms``: the step to feed, simulated as a sleep (a GPU step the CPU waits on); None:
     the loader alone. ``timeline``: draw a per-batch timeline PNG there (DataLoaders only).
     """
-    from torch.utils.data import DataLoader, IterableDataset
-
-    target = target or getattr(factory, "__qualname__", repr(factory))
     if batches < 2:
         raise DiagnoseError(f"batches must be at least 2 (a rate needs two), not {batches}")
     if step_ms is not None and not step_ms > 0:
@@ -154,6 +154,8 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40, timeli
     limit = _Limit(time_limit_s, target)
     try:
         with limit:
+            limit.phase = f"importing {target.rpartition(':')[0]!r}"
+            factory = load_factory(target)
             limit.phase = f"calling {target}()"
             try:
                 obj = factory()
@@ -212,18 +214,18 @@ def diagnose(factory, *, step_ms: float | None = None, batches: int = 40, timeli
         obj = src = inproc = None  # noqa: F841
         stop_processes([p for p in worker_processes() if p.pid not in before])
         gc.collect()  # spawn/forkserver queues keep named semaphores until collected
-    return Diagnosis(
+    d = Diagnosis(
         target=target, bound=bound, loader_batches_per_s=loader_bps, step_batches_per_s=step_bps,
         wait_fraction=wait, num_workers=nw, one_process_batches_per_s=one, cpu_share=cpu_share,
         first_batch_s=alone.first_batch_s, hotspots=hs, suggestion=suggestion, timeline=tl,
         samples_per_batch=alone.passes[0].samples / alone.passes[0].batches,
         tensors_per_batch=alone.tensors_per_batch,
         bytes_per_sample=alone.bytes_per_s / alone.samples_per_s if alone.samples_per_s else None)
+    d.ceiling = place_loader(d)
+    return d
 
 
 def _timeline(obj, step, batches, path, target) -> str:
-    from torch.utils.data import DataLoader
-
     if not isinstance(obj, DataLoader):
         return f"not drawn: {target}() returns a {type(obj).__name__}, not a DataLoader"
     tl = record_timeline(obj, step=step, max_batches=min(batches, 40), name=target)
@@ -264,26 +266,10 @@ def load_factory(spec: str):
     return fn
 
 
-def run_diagnose(spec: str, *, roofline: bool = True, **kw) -> Diagnosis:
-    """:func:`diagnose` on ``"module:factory"`` (what ``labkit diagnose`` runs), then, with
-    ``roofline``, the ceiling the loader runs under (:func:`place_loader`)."""
-    limit = _Limit(kw.get("time_limit_s", 120), spec)
-    with limit:
-        limit.phase = f"importing {spec.rpartition(':')[0]!r}"
-        factory = load_factory(spec)
-    d = diagnose(factory, target=spec, **kw)
-    if roofline:
-        d.ceiling = place_loader(d)
-    return d
-
-
 def place_loader(d: Diagnosis) -> dict:
-    """The ceiling a diagnosed loader runs under, and how far below it.
-
-    Its own work allows what one process delivered (``num_workers=0``) times
-    ``min(num_workers, cores)``; with workers, each batch is also handed over to the loop,
-    which allows the ``handover`` ceiling's batches/s (measured now) times the batch size. The
-    lower binds. ``{}`` when the loader's figures do not allow it (no batch size, no rate)."""
+    """The ceiling a diagnosed loader runs under, and how far below it: the lower of its own
+    work (one process's rate x ``min(num_workers, cores)``) and, with workers, the
+    ``handover`` ceiling (measured now) x the batch size; ``{}`` without a batch size or rate."""
     if not (d.samples_per_batch and d.one_process_batches_per_s and d.loader_batches_per_s):
         return {}
     nw = d.num_workers or 0

@@ -1,10 +1,9 @@
 """``labkit report``: checkpoint records side by side across runs and machines (chapter 00).
 
-Each record is one run: a chapter on one machine at one time. The observations of all runs
-go into one ``pandas.DataFrame`` (a row per chapter, observation, unit and knobs; a column
-per run), with each run's ratio to a baseline run beside it, so a workshop can put a
-laptop beside a workstation, or a run before a knob change beside the run after. pandas
-does the pivot and the HTML; the report is Markdown (a PNG beside it) or one self-contained
+Each record is one run (a chapter, a machine, a time). pandas pivots every run's observations
+into one table (a row per chapter, observation, unit and knobs; a column per run), with each
+run's ratio to a baseline run beside it: a laptop beside a workstation, or a run before a knob
+change beside the run after. The report is Markdown (a PNG beside it) or one self-contained
 HTML file (plots embedded, no scripts, nothing fetched).
 """
 
@@ -63,12 +62,9 @@ def comparison(records: list[dict]) -> pd.DataFrame:
 
 
 def baselines(records: list[dict], baseline: str | None = None) -> dict[str, str]:
-    """The baseline run per chapter: the first one whose hostname or label equals
-    ``baseline`` or whose records folder contains it, else the chapter's first run.
-
-    Raises:
-        LabkitError: ``baseline`` matches no run at all (the message lists the runs).
-    """
+    """The baseline run per chapter: the first whose hostname or label is ``baseline`` or
+    whose records folder contains it, else the chapter's first run. A ``baseline`` that
+    matches no run raises a LabkitError listing the runs."""
     labels = run_labels(records)
 
     def matches(label, r):
@@ -135,9 +131,8 @@ def chapter_warnings(records: list[dict], chapter: str) -> list[str]:
 
 
 def environments(records: list[dict]) -> pd.DataFrame:
-    """The machines side by side: a row per fact (and per package version), a column per
-    distinct environment (runs with the same facts share one); ``differs`` marks the rows
-    where a difference between machines is traced."""
+    """The machines side by side: a row per fact and package version, a column per distinct
+    environment; ``differs`` marks the rows where a difference between machines is traced."""
     def facts(e):
         cpu, mem, os_, th, data = (e.get(k) or {} for k in ("cpu", "memory", "os", "torch",
                                                              "data"))
@@ -203,11 +198,8 @@ def plot(records: list[dict], chapter: str | None = None, wide: pd.DataFrame | N
 
 
 def report_format(out=None, fmt: str | None = None) -> str:
-    """``"html"`` or ``"md"``: ``fmt`` if given, else from ``out``'s suffix, else Markdown.
-
-    Raises:
-        LabkitError: an unknown format, a suffix that names neither, or the two disagree.
-    """
+    """``"html"`` or ``"md"``: ``fmt`` if given, else from ``out``'s suffix, else Markdown; a
+    LabkitError for an unknown format, a suffix that names neither, or the two disagreeing."""
     if fmt is not None and fmt not in ("html", "md"):
         raise LabkitError(f"unknown report format {fmt!r}; use html or md")
     suffix = Path(out).suffix.lower() if out is not None else ""
@@ -230,8 +222,7 @@ def _md_table(frame: pd.DataFrame) -> list[str]:
 def write_report(dirs, out=None, fmt: str | None = None, baseline: str | None = None,
                  records: list[dict] | None = None) -> Path:
     """Write the report (runs, environments, each chapter's observations with ratios to its
-    baseline run, plots) as Markdown with a PNG beside it or as one HTML file; its path
-    (default ``report.md`` / ``report.html`` here). ``baseline``: see :func:`baselines`."""
+    baseline run, plots); its path (default ``report.md`` / ``report.html`` here)."""
     fmt = report_format(out, fmt)
     records = load_records(dirs) if records is None else records
     base = baselines(records, baseline)

@@ -1,10 +1,8 @@
 """``labkit run``: every chapter executed headless, notebooks and records kept (chapter 00).
 
-The headless twin of working through the chapters in JupyterLab: each notebook runs in a
-fresh kernel at the chosen scale, its checkpoint record lands in the run's folder, and the
-folder can be compared with others by ``labkit report``. Each executed notebook is also
-rendered as one HTML file, plots inside, so a workshop can share what a machine showed
-(the committed notebooks keep outputs only on their checked cells). Introduced in chapter 00.
+Each notebook runs in a fresh kernel at the chosen scale; its checkpoint record lands in the
+run's folder (``labkit report`` compares folders), and the executed notebook is rendered as
+one HTML file, plots inside, so a workshop can share what a machine showed.
 """
 
 from __future__ import annotations
@@ -34,19 +32,6 @@ class NotebookRun:
     error: str | None = None
     html: Path | None = None
     load: float | None = None   # the 1-minute load average when it ended (busy: slower)
-
-
-def render_html(nb, target: Path) -> Path:
-    """Write an executed notebook as one HTML file, plots embedded as data URIs.
-
-    nbconvert's HTML exporter: the one file is the whole chapter as this machine ran it
-    (a failed chapter renders up to its error), readable without Jupyter.
-    """
-    from nbconvert import HTMLExporter
-
-    body, _ = HTMLExporter(embed_images=True).from_notebook_node(nb)
-    target.write_text(body, encoding="utf-8")
-    return target
 
 
 def chapters(folder: Path | None = None) -> list[Path]:
@@ -81,18 +66,19 @@ def resolve_notebooks(names: list[str] | None) -> list[Path]:
 def run_notebooks(names: list[str] | None = None, scale: str | None = None,
                   out: str | Path | None = None, timeout: int | None = None,
                   echo=print) -> list[NotebookRun]:
-    """Execute chapters in fresh kernels; returns one :class:`NotebookRun` per notebook.
+    """Execute chapters in fresh kernels; one :class:`NotebookRun` per notebook.
 
-    Executed notebooks go to ``out/notebooks``, checkpoint records to ``out/records``
-    (default ``out``: ``runs/<UTC time>-<host>-<scale>``), each kernel's stderr to
-    ``out/notebooks/<chapter>.kernel.log``. A failing chapter does not stop the others; its
-    error is kept and the run reports it. ``timeout``: seconds a cell may run (default: the
-    scale's ``cell_timeout_s`` knob), a guard against a hang, not a slow machine.
+    Executed notebooks (and their HTML, and each kernel's stderr, ``NAME.kernel.log``) go to
+    ``out/notebooks``, records to ``out/records`` (default ``out``:
+    ``runs/<UTC time>-<host>-<scale>``); a failing chapter does not stop the others.
+    ``timeout``: seconds a cell may run (default: the scale's ``cell_timeout_s`` knob), a
+    guard against a hang, not a slow machine.
     """
     import nbformat
     from jupyter_core.paths import jupyter_runtime_dir
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+    from nbconvert import HTMLExporter
     from traitlets.config import Config
 
     scale = resolve_scale(scale)
@@ -111,13 +97,10 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
     with mock.patch.dict(os.environ, LABKIT_SCALE=scale, LABKIT_RECORDS=str(records.resolve())):
         for nb_path in notebooks:
             nb = nbformat.read(nb_path, as_version=4)
-            # IPC, not TCP, where the OS has Unix sockets: the kernel then has no reason to
-            # warn "Kernel is running over TCP without encryption" once per chapter. The
-            # sockets' path is absolute: by default it is relative ("kernel-ipc-N"), and the
-            # kernel (started in the chapter's folder) and this client would not meet. As
-            # configuration, so the client still owns (stops, cleans up) its kernel manager.
-            # Jupyter makes its runtime folder on first use; a fresh machine has none, and
-            # the kernel then dies binding its first socket there (ZMQError: No such file).
+            # IPC, not TCP, where the OS has Unix sockets: no "Kernel is running over TCP
+            # without encryption" per chapter. An absolute path (the default, relative,
+            # would not meet the kernel started in the chapter's folder), in a runtime
+            # folder made first (a fresh machine has none: ZMQError: No such file).
             runtime = Path(jupyter_runtime_dir())
             runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
             ipc = Config(KernelManager=dict(
@@ -131,8 +114,7 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
             log = target.with_suffix(".kernel.log")
             t0 = time.perf_counter()
             error = None
-            # the kernel's stderr to a file: a kernel stopped after a timeout printed a ZMQ
-            # traceback ("Socket operation on non-socket") into the run's own output
+            # to a file: a kernel stopped after a timeout printed a ZMQ traceback
             with open(log, "w") as kernel_err:
                 try:
                     client.execute(stderr=kernel_err)
@@ -149,12 +131,15 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
                 error += f" (the kernel's stderr: {log})"
             seconds = time.perf_counter() - t0
             nbformat.write(nb, target)
-            try:
-                html, html_error = render_html(nb, target.with_suffix(".html")), None
+            html, html_error = target.with_suffix(".html"), None
+            try:  # the whole chapter as this machine ran it, plots embedded
+                body, _ = HTMLExporter(embed_images=True).from_notebook_node(nb)
+                html.write_text(body, encoding="utf-8")
             except Exception as e:  # noqa: BLE001 - a rendering problem keeps the .ipynb
                 html, html_error = None, f"{type(e).__name__}: {e}"
+            load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
             results.append(NotebookRun(nb_path.stem, error is None, seconds, target, error,
-                                       html, _load()))
+                                       html, load))
             status = "ok" if error is None else f"FAILED: {error}"
             if html_error:
                 status += f" (no HTML: nbconvert failed: {html_error})"
@@ -176,12 +161,3 @@ def _write_summary(path: Path, scale: str, results: list[NotebookRun]) -> None:
         "notebooks": {r.name: {"ok": r.ok, "seconds": round(r.seconds, 1), "load_1min": r.load}
                       for r in results},
     }, indent=1) + "\n", encoding="utf-8")
-
-
-def _load() -> float | None:
-    """The 1-minute load average (None where the OS has none): beside a notebook's time, it
-    says whether the machine was busy with something else."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (AttributeError, OSError):
-        return None

@@ -1,10 +1,8 @@
 """What parallelism this machine gives right now (chapters 06, 10, 15: the workers' ceiling).
 
-On a machine other programs share, N workers on N cores cannot reach N x one worker: the
-cores are not all free. Before judging a workers' speed-up, the benchmarks measure the
-ceiling: N processes each burning the same fixed CPU work against one process doing it
-alone, interleaved, so a speed-up goal above what the machine gives now is reported as
-``inconclusive`` (machine busy), not as the loader's failure.
+On a shared machine N workers on N cores cannot reach N x one worker. So the benchmarks
+measure the ceiling (N processes burning fixed CPU work against one, interleaved), and a
+miss the machine caused is ``inconclusive`` (machine busy), not the loader's failure.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ import multiprocessing as mp
 import statistics
 import time
 
+import torch
 from torch.utils.data import DataLoader
 
 from labkit.instruments.meter import measure
@@ -71,9 +70,8 @@ def available_parallelism(n: int, pairs: int = 3, work_s: float = 0.1) -> dict:
 
 def busy_verdict(name: str, result: dict, before: dict, after: dict, goal: float,
                  per: float = 1.0) -> dict:
-    """``NAME_ceiling`` (measured parallelism / ``per``) with its range; ``NAME_verdict``
-    becomes ``inconclusive`` when it was not a pass and even the ceiling's top is below
-    ``goal`` (the machine, not the loader, kept the figure down)."""
+    """``NAME_ceiling`` (measured parallelism / ``per``) with its range; a miss is
+    ``inconclusive`` when even the ceiling's top is below ``goal``."""
     lo = min(before["parallelism_range"][0], after["parallelism_range"][0]) / per
     hi = max(before["parallelism_range"][1], after["parallelism_range"][1]) / per
     mid = statistics.median([before["parallelism"], after["parallelism"]]) / per
@@ -86,31 +84,24 @@ def busy_verdict(name: str, result: dict, before: dict, after: dict, goal: float
 
 
 def capped_verdict(name: str, result: dict, cap: float, goal: float, why: str) -> dict:
-    """``NAME_verdict: inconclusive`` and ``NAME_why: why`` when ``result``'s NAME was not a
-    pass and ``cap``, the best figure the machine or the setup allows, is below ``goal``
-    (the benchmark cannot judge the loader there); ``{}`` otherwise. The worker benchmarks'
-    cap is the measured parallelism, the object-store benchmark's the one unhidden latency.
-    """
+    """``NAME_verdict: inconclusive`` and ``NAME_why: why`` when NAME was not a pass and
+    ``cap``, the best figure the machine or the setup allows, is below ``goal``; else ``{}``."""
     if result[f"{name}_verdict"] != "pass" and cap < goal:
         return {f"{name}_verdict": "inconclusive", f"{name}_why": why}
     return {}
 
 
 def worker_scaling(dataset, goal: float, num_workers: int | None = None,
-                   batch_size: int = 256, rounds: int = 7) -> dict:
+                   batch_size: int = 256, rounds: int = 7, unit: str = "samples") -> dict:
     """``dataset`` in the main process (one core) against ``num_workers`` persistent workers
     (default: the usable cores), judged against the ceiling (chapters 10, 15).
 
-    The workers are started and warmed by an untimed pass, so start-up is not in the figure.
-    The two loaders alternate for ``rounds`` interleaved pairs of passes on the wall clock
-    (the workers are other processes); each pair's ``ratio`` is the workers' rate over
-    ``single rate x min(num_workers, cores)``, judged against ``goal`` with its interval,
-    and the machine's parallelism for that many processes, measured before and after, makes
-    the verdict ``inconclusive`` when even the ceiling is below the goal. The rates are
-    samples/s (``single_best``, ``workers_best``).
+    The workers are warmed by an untimed pass; then ``rounds`` interleaved pairs of passes
+    on the wall clock, each pair's ``ratio`` the workers' rate over ``single rate x
+    min(num_workers, cores)``, judged against ``goal``; the machine's parallelism, measured
+    before and after, makes a miss ``inconclusive`` when even the ceiling is below the goal.
+    The rates: ``single_core_UNIT_per_s``, ``workers_UNIT_per_s``, ``ideal_UNIT_per_s``.
     """
-    import torch
-
     cores = usable_cores()
     n = num_workers or cores
     ideal = min(n, cores)
@@ -141,6 +132,7 @@ def worker_scaling(dataset, goal: float, num_workers: int | None = None,
         multi_loader = order = loader = None
         torch.set_num_threads(threads)
     result = {"cores": cores, "num_workers": n, "batch_size": batch_size, "rounds": rounds,
-              "single_best": max(single), "workers_best": max(multi)}
+              f"single_core_{unit}_per_s": max(single), f"workers_{unit}_per_s": max(multi),
+              f"ideal_{unit}_per_s": max(single) * ideal}
     result |= judge("ratio", [m / (s * ideal) for s, m in zip(single, multi, strict=True)], goal)
     return result | busy_verdict("ratio", result, before, after, goal, per=ideal)

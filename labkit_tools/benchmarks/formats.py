@@ -1,7 +1,6 @@
 """``labkit bench formats``: LMDB and HDF5 random reads against a memmap of the same rows (ch. 12).
 
-Registered with the kit's named benchmarks when labkit is imported. The figures are each
-side's fastest pass (on a shared machine noise only slows a pass); nothing here is asserted.
+The figures are each side's fastest pass (on a shared machine noise only slows a pass).
 """
 
 from __future__ import annotations

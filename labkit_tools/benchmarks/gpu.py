@@ -1,38 +1,18 @@
 """``labkit bench gpu``: the accelerator side, measured where a CUDA GPU is (chapters 09, 10, 16).
 
-``make test-gpu`` runs it after the GPU tests and writes its figures as a record
-(``labkit bench gpu --records reference/<machine>``), so a learner's run can be put beside
-a real GPU's with ``labkit report records/ reference/<machine>``. Without CUDA it returns
-``{"skipped": reason}`` at once. Each part times what the chapter teaches by hand:
-
-* **host-to-device**, per batch size: ``t.to("cuda")`` from pageable memory;
-  ``t.pin_memory().to("cuda", non_blocking=True)`` in the loop (the pin is an extra copy the
-  loop waits for: PyTorch's guide "A guide on good usage of non_blocking and pin_memory()"
-  finds it up to 2x slower than a plain ``.to()``); from memory pinned once; and a
-  DataLoader with ``pin_memory=True``, whose pin thread pins beside the loop (chapter 09).
-* **data-wait with a real GPU step**: the same pinned loader copied on the default stream
-  then stepped, against chapter 09b's side-stream prefetch (:func:`_side_stream`: the copy
-  of batch i+1 on a side stream during step i). Data-wait is the loop's time over the step's
-  time alone on a batch already on the GPU (chapter 09).
-* **nvJPEG** batched decode against the fastest CPU decoder on one core, times the usable
-  cores (chapter 10), on 512 px photo-like JPEGs.
-* **the capstone's pipeline** (chapter 16): JPEG decode + crop in workers feeding the
-  chapter's small CNN train step (:func:`image_train_step`) on the GPU, naive
-  (``num_workers=0``) beside tuned (a worker per usable core, pinned, prefetched), and the
-  tuned loader feeding a step it can keep up with, where the goal (waiting at most 5 % of
-  the loop) is judged.
-
-NVDEC (further/15b) is not here: PyPI's torchcodec is a CPU build, and its CUDA build comes
-only from PyTorch's own wheel index; ``lk.status("media_gpu")`` says so on the machine.
-
-``make test-gpu`` also runs the notebooks with GPU cells (:data:`GPU_CHAPTERS`: 09, 09b, 10, 10b,
-13, 15b, 16) under nbval; each chapter's record says in ``gpu_paths`` whether its GPU cells ran,
-and :func:`gpu_cells_not_run` turns a "skipped" beside the GPU into a failure.
+``make test-gpu`` writes its figures as a record (``--records reference/<machine>``) for
+``labkit report``; without CUDA it returns ``{"skipped": reason}`` at once. The parts time
+what the chapters type: host-to-device per batch size (pageable, pinned in the loop, pinned
+once, a DataLoader's pin thread; 09), data-wait with a real GPU step, plain against 09b's
+side-stream prefetch, nvJPEG against the fastest CPU decoder times the cores (10), and the
+capstone's JPEG pipeline naive beside tuned, judged on a step it can feed (16). NVDEC
+(15b) is not here: PyPI's torchcodec is a CPU build (``lk.status("media_gpu")``).
+:data:`GPU_CHAPTERS` are the notebooks with GPU cells; :func:`gpu_cells_not_run` fails one
+whose record says its GPU cells were skipped beside a GPU.
 """
 
 from __future__ import annotations
 
-import io
 import statistics
 import time
 
@@ -41,11 +21,12 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
+from labkit.data.writers import encode_jpeg
 from labkit.facilities import usable_cores
 from labkit.images.decode import decode_jpeg, fastest_decoder
 from labkit.images.gpu import gpu_decode_rate
 from labkit.instruments.meter import measure
-from labkit.instruments.stats import judge, overall
+from labkit.instruments.stats import judge
 from labkit.instruments.timer import best_of
 from labkit.loading.loaders import WORKER_TIMEOUT_S
 from labkit.optional import status
@@ -55,9 +36,8 @@ from .registry import benchmark
 
 
 def _side_stream(source, side):
-    """Chapter 09b's ``cuda_stream_prefetch``: batch i+1 (pinned by the loader) copied on the
-    stream ``side`` while the caller steps on batch i; the compute stream waits for each copy,
-    and ``record_stream`` keeps the caching allocator from reusing a batch's memory early."""
+    """Chapter 09b's ``cuda_stream_prefetch``: batch i+1 copied on stream ``side`` during
+    step i; ``record_stream`` keeps the allocator from reusing a batch's memory early."""
     def copy(host):
         with torch.cuda.stream(side):
             return host.to(DEV, non_blocking=True)
@@ -111,19 +91,6 @@ def _timed(fn, repeats: int) -> list[float]:
     return list(best_of(fn, repeats=repeats, warmup=1, sync="cuda").trials_s)
 
 
-class _Same(Dataset):
-    """``n`` items, each the same uint8 tensor (a worker hands over only its handle)."""
-
-    def __init__(self, nbytes: int, n: int):
-        self.x, self.n = torch.randint(0, 255, (nbytes,), dtype=torch.uint8), n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i):
-        return self.x
-
-
 def host_to_device(sizes_mib=(1, 4, 16, 64), repeats: int = 10) -> dict:
     """GB/s of each way to copy a batch to the GPU, per batch size (median, min, max)."""
     out = {}
@@ -137,12 +104,12 @@ def host_to_device(sizes_mib=(1, 4, 16, 64), repeats: int = 10) -> dict:
             "pinned": lambda t=pinned: t.to(DEV, non_blocking=True),
         }
         row = {w: _spread([n / s / 1e9 for s in _timed(f, repeats)]) for w, f in ways.items()}
-        # Not a way to copy: a worker DataLoader's throughput, hand-over + pin thread + copy,
-        # beside the same loader without pin_memory (the control). Persistent workers and a
-        # warm-up pass, so no pass times worker start-up or the first move of the tensor into
-        # shared memory (review 09-F4: fresh workers per pass read as "pinning is slow").
+        # A worker DataLoader's hand-over + pin thread + copy, beside the same loader without
+        # pin_memory (the control); persistent workers and a warm-up pass (review 09-F4:
+        # fresh workers per pass, timing the first move into shared memory, read as slow)
         for pin, name in ((True, "dataloader_pin_thread"), (False, "dataloader_pageable")):
-            loader = DataLoader(_Same(n, repeats * 4), batch_size=None, num_workers=2,
+            same = [pageable] * (repeats * 4)  # one tensor: a worker hands over its handle
+            loader = DataLoader(same, batch_size=None, num_workers=2,
                                 pin_memory=pin, persistent_workers=True,
                                 timeout=WORKER_TIMEOUT_S)
             passes = []
@@ -157,24 +124,6 @@ def host_to_device(sizes_mib=(1, 4, 16, 64), repeats: int = 10) -> dict:
             row[name] = _spread(passes)
         out[f"{mib}MiB"] = row
     return out
-
-
-class _Batches(Dataset):
-    """Batches of uint8 images made in the worker (a bank of 4, so making costs little)."""
-
-    def __init__(self, n: int, batch: int, size: int):
-        self.n, self.shape = n, (batch, 3, size, size)
-        self.bank = None
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i):
-        if self.bank is None:
-            g = torch.Generator().manual_seed(i)
-            self.bank = [torch.randint(0, 255, self.shape, dtype=torch.uint8, generator=g)
-                         for _ in range(4)]
-        return self.bank[i % 4]
 
 
 def _gpu_step(target_ms: float, dim: int = 4096):
@@ -197,21 +146,16 @@ def _gpu_step(target_ms: float, dim: int = 4096):
 
 def prefetch_wait(batch: int = 128, size: int = 224, batches: int = 48, step_ms: float = 8.0,
                   repeats: int = 3, dim: int = 4096) -> dict:
-    """Data-wait of the plain loop vs the CUDA-stream prefetcher with a real GPU step.
-
-    Two sources of batches: a worker DataLoader (``pin_memory=True``), where the hand-over
-    of each batch to the main process and its pinning bound the loop, and batches already
-    in host memory (pinned, and pageable), where only the copy stands between batches: the
-    case the prefetcher is for. The plain loop copies on the default stream, so even a
-    ``non_blocking`` copy from pinned memory runs before the step, not beside it."""
+    """Data-wait of the plain loop vs the CUDA-stream prefetcher with a real GPU step, from a
+    pinned worker DataLoader and from batches already in host memory (pinned, pageable):
+    the plain loop copies on the default stream, so its copy runs before the step."""
     workers = max(2, min(8, usable_cores() - 1))
-    loader = DataLoader(_Batches(batches, batch, size), batch_size=None, num_workers=workers,
-                        pin_memory=True, persistent_workers=True, prefetch_factor=4,
-                        timeout=WORKER_TIMEOUT_S)
     host = [torch.randint(0, 255, (batch, 3, size, size), dtype=torch.uint8) for _ in range(4)]
     pinned = [x.pin_memory() for x in host]
     in_memory = [pinned[i % 4] for i in range(batches)]
-    pageable = [host[i % 4] for i in range(batches)]
+    pageable = [host[i % 4] for i in range(batches)]  # a bank of 4: making a batch costs little
+    loader = DataLoader(pageable, batch_size=None, num_workers=workers, pin_memory=True,
+                        persistent_workers=True, prefetch_factor=4, timeout=WORKER_TIMEOUT_S)
     step, k = _gpu_step(step_ms, dim)
     resident = torch.randint(0, 255, (batch, 3, size, size), dtype=torch.uint8, device=DEV)
     alone = _timed(lambda: [step(resident) for _ in range(batches)], repeats)
@@ -248,13 +192,9 @@ def prefetch_wait(batch: int = 128, size: int = 224, batches: int = 48, step_ms:
 def _photo_jpegs(n: int, px: int = 512, seed: int = 0) -> list[bytes]:
     """Photo-like JPEGs (smooth, quality 90), as 10b's section 1 (decode less) makes them."""
     rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        buf = io.BytesIO()
-        Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).resize(
-            (px, px), Image.BICUBIC).save(buf, "JPEG", quality=90)
-        out.append(buf.getvalue())
-    return out
+    return [encode_jpeg(np.asarray(Image.fromarray(rng.integers(0, 256, (32, 32, 3), np.uint8))
+                                   .resize((px, px), Image.BICUBIC)), quality=90)
+            for _ in range(n)]
 
 
 def decode_rates(n: int = 256, batch: int = 64) -> dict:
@@ -288,20 +228,18 @@ class _JpegDataset(Dataset):
 def capstone_wait(n: int = 4096, batch: int = 64, repeats: int = 10, dim: int = 4096) -> dict:
     """The capstone's loop on the GPU: naive beside tuned, data-wait and samples/s.
 
-    With the chapter's small CNN the GPU steps far faster than the CPU cores decode, so the
-    tuned loop waits: the ceiling is JPEG decode per core times the cores
-    (``decode_bound_samples_per_s``). Then the same tuned loader feeds a step made heavier
-    (bf16 matmuls added) to run at 80 % of the loader's measured rate, a model it can feed:
-    that is where the 5 % data-wait goal is judged, over ``repeats`` passes (10: the sign
-    test's 95 % interval is then the 2nd to 9th of them, not the whole range)."""
+    The small CNN steps faster than the cores decode (the ceiling:
+    ``decode_bound_samples_per_s``), so the goal is judged on a step made heavier (bf16
+    matmuls) to run at 80 % of the loader's rate, over ``repeats`` passes (10: the sign
+    test's 95 % interval is the 2nd to 9th)."""
     blobs = _photo_jpegs(64)
     name, rates = fastest_decoder(blobs)
     ds = _JpegDataset([blobs[i % 64] for i in range(n)], name)
     small = image_train_step(channels=64, device=DEV)
     cores = usable_cores()
 
-    def tuned():
-        return DataLoader(ds, batch_size=batch, shuffle=True, num_workers=cores,
+    def tuned(workers):
+        return DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers,
                           pin_memory=True, persistent_workers=True, prefetch_factor=4,
                           timeout=WORKER_TIMEOUT_S)
 
@@ -317,7 +255,7 @@ def capstone_wait(n: int = 4096, batch: int = 64, repeats: int = 10, dim: int = 
 
     run("naive", DataLoader(ds, batch_size=batch, shuffle=True), small, max_batches=8,
         repeats=3)  # one core decoding: slow, and its verdict is plain at 3 passes
-    loader = tuned()
+    loader = tuned(cores)
     run("tuned", loader, small)
     bound = out["decode_bound_samples_per_s"]
     out["tuned_over_decode_bound"] = out["tuned"]["samples_per_s"] / bound
@@ -336,10 +274,7 @@ def capstone_wait(n: int = 4096, batch: int = 64, repeats: int = 10, dim: int = 
     out["heavier_step"] = {"matmuls": k, "alone_samples_per_s": heavier_alone}
     run("tuned_heavier_step", loader, heavier)
     # the main process needs a core too: the same, one worker fewer than the cores
-    run("tuned_heavier_step_one_core_free",
-        DataLoader(ds, batch_size=batch, shuffle=True, num_workers=max(1, cores - 1),
-                   pin_memory=True, persistent_workers=True, prefetch_factor=4,
-                   timeout=WORKER_TIMEOUT_S), heavier)
+    run("tuned_heavier_step_one_core_free", tuned(max(1, cores - 1)), heavier)
     return out
 
 
@@ -354,23 +289,20 @@ def gpu() -> dict:
     """Every GPU figure of issue 34 in one run; ``{"skipped": why}`` without CUDA."""
     ok, reason = status("cuda")
     if not ok:
-        return {"skipped": reason, "verdict": "skipped", "goal_met": False}
+        return {"skipped": reason, "verdict": "skipped"}
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
               "cuda": torch.version.cuda, "cores": usable_cores()}
     result["host_to_device_gb_s"] = host_to_device()
     result["prefetch"] = prefetch_wait()
     result["decode"] = decode_rates()
     result["capstone"] = capstone_wait()
-    result |= judge("tuned_wait_fraction",
-                    result["capstone"]["tuned_heavier_step"]["wait_fractions"], WAIT_GOAL,
-                    higher_is_better=False)
-    v = overall(result["tuned_wait_fraction_verdict"])
-    return result | {"verdict": v, "goal_met": v == "pass"}
+    return result | judge("tuned_wait_fraction",
+                          result["capstone"]["tuned_heavier_step"]["wait_fractions"], WAIT_GOAL,
+                          higher_is_better=False)
 
 
-#: The notebooks with GPU cells, by stem (``labkit.paths.notebook_path`` gives each one's path
-#: under notebooks/; ``.ci/test-gpu-chapters`` reads this list), and the probe (``lk.status``)
-#: each one's GPU path needs. Each records ``gpu_paths``: "ran", or "skipped" with the reason.
+#: The notebooks with GPU cells, by stem (``.ci/test-gpu-chapters`` reads this list), and the
+#: probe (``lk.status``) each one's GPU path needs; each records ``gpu_paths`` ("ran" or why not).
 GPU_CHAPTERS = {"09_prefetch": "cuda", "09b_pinned_memory_and_streams": "cuda",
                 "10_decode_and_augment": "cuda", "10b_decode_less_and_gpu": "gpu_decode",
                 "13_profiling": "cuda", "15b_audio_spdl_nvdec": "media_gpu",
@@ -378,10 +310,9 @@ GPU_CHAPTERS = {"09_prefetch": "cuda", "09b_pinned_memory_and_streams": "cuda",
 
 
 def gpu_cells_not_run(records_dir, chapters=tuple(GPU_CHAPTERS), leave_out=()) -> list[str]:
-    """``make test-gpu``'s check after ``chapters`` ran beside a GPU: one line for each whose
-    newest record under ``records_dir`` is missing, has no ``gpu_paths``, or says its GPU
-    cells did not run (with the reason it gave). A chapter whose probe is in ``leave_out``
-    (what the machine cannot bring) is not asked. Empty: every GPU cell ran."""
+    """``make test-gpu``'s check after ``chapters`` ran beside a GPU: a line for each whose
+    newest record under ``records_dir`` is missing, has no ``gpu_paths`` or says its GPU cells
+    did not run; one whose probe is in ``leave_out`` is not asked. Empty: every GPU cell ran."""
     newest = {r["chapter"]: r for r in load_records(records_dir)}  # oldest first
     problems = []
     for chapter in chapters:

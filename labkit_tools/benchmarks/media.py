@@ -60,19 +60,14 @@ def _plan(fx, gop: int, clips: int, frames: int, seed: int) -> _Clips:
                          "over a 1-frame one")
 def media(scale: str | None = None, backend: str = "torchcodec", num_workers: int | None = None,
           clips: int = 192, frames: int = 16, batch_size: int = 16, rounds: int = 7) -> dict:
-    """Random clips (``frames`` consecutive frames from a random start, 1 s keyframe
-    interval) decoded by torchcodec (one decoder per file and process) in the main process
-    (one core) and in ``num_workers`` persistent workers (default: the usable cores),
-    alternated for ``rounds`` interleaved pairs on the wall clock; each pair's ratio is the
-    workers' clips/s over ``single x min(num_workers, cores)``. Then the single-process cost
-    of a random clip from 10 s-keyframe videos over the same from every-frame-keyframe videos
-    (interleaved pairs, median ratio): how much decoding forward from a far keyframe costs.
+    """Random clips (``frames`` consecutive frames, 1 s keyframe interval) decoded by
+    torchcodec in workers against the main process (:func:`.ceiling.worker_scaling`); then
+    one process's cost of a random clip at the far keyframe interval over an every-frame one
+    (interleaved pairs, median ratio).
 
-    Batches of 16 clips in passes of 192: at ci's 64 px a clip decodes in ~2 ms, so with
-    the 4-clip batches and 48-clip passes this benchmark first used, the main process's
-    per-batch hand-over and the pipeline's fill and drain were what it timed. Back to back
-    on the quiet 2-core dev machine: ratio 0.46 and 0.49 with batches of 4 (48 and 192
-    clips), 0.75 and 0.65 with 16, 0.65 with 32. Pass ``batch_size=4`` to see it.
+    Batches of 16 clips, passes of 192: at ci's 64 px a clip decodes in ~2 ms, and with
+    batches of 4 the per-batch hand-over was what it timed (ratio 0.46-0.49 against 0.65-0.75
+    with 16, on the quiet 2-core dev machine). Pass ``batch_size=4`` to see it.
     """
     scale = resolve_scale(scale)
     fx = fixture("videos", scale, progress=False)
@@ -80,14 +75,9 @@ def media(scale: str | None = None, backend: str = "torchcodec", num_workers: in
     if backend != "torchcodec":
         raise ValueError(f"backend={backend!r}: this benchmark decodes with torchcodec")
     ds = _plan(fx, 25 if 25 in gops else gops[len(gops) // 2], clips, frames, seed=1)
-    scaling = worker_scaling(ds, GOAL, num_workers, batch_size, rounds)
-    ideal = min(scaling["num_workers"], scaling["cores"])
     result = {"scale": scale, "backend": backend, "video_size": fx.meta["sizes"][0],
-              "clip_frames": frames, "clips": len(ds)}
-    result |= {k: v for k, v in scaling.items() if k not in ("single_best", "workers_best")}
-    result |= {"single_core_clips_per_s": scaling["single_best"],
-               "workers_clips_per_s": scaling["workers_best"],
-               "ideal_clips_per_s": scaling["single_best"] * ideal}
+              "clip_frames": frames, "clips": len(ds),
+              **worker_scaling(ds, GOAL, num_workers, batch_size, rounds, unit="clips")}
 
     # a random clip's cost: far keyframes (the largest interval) against every-frame ones
     far, near = (_plan(fx, g, 12, frames, seed=2) for g in (gops[-1], gops[0]))
@@ -99,10 +89,8 @@ def media(scale: str | None = None, backend: str = "torchcodec", num_workers: in
 
     pairs = paired_trials(decode(far), decode(near), pairs=rounds)
     med, lo, hi, level = median_interval([a / b for a, b in pairs])
-    result |= {"keyframe_interval_far": gops[-1], "keyframe_interval_near": gops[0],
+    return result | {"keyframe_interval_far": gops[-1], "keyframe_interval_near": gops[0],
                "clip_cost_ratio_far_over_near": med, "clip_cost_ratio_ci": [lo, hi],
                "clip_cost_ratio_ci_level": round(level, 4),
                "clip_ms_far": 1e3 * min(a for a, _ in pairs) / len(far),
                "clip_ms_near": 1e3 * min(b for _, b in pairs) / len(near)}
-    return result | {"verdict": result["ratio_verdict"],
-                     "goal_met": result["ratio_verdict"] == "pass"}

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import tempfile
+
+import numpy as np
 
 from labkit.instruments.stats import judge, paired_trials
 
@@ -16,20 +19,10 @@ GOAL = 0.7
                         "memmap skips read()'s kernel-to-user copy but takes page faults, so "
                         "it can come out above 1x)")
 def mmap_read(mib: int = 256, batch_kib: int = 256, pairs: int = 9) -> dict:
-    """Warm page cache: copy a file out batch by batch via ``np.memmap`` vs ``readinto``.
-
-    Both sides read the same file, from the page cache (a warm-up pass loads it), in
-    ``batch_kib`` chunks into a buffer that is reused, as a loader's batch would be. The
-    memmap side maps the file afresh each pass, so its page faults are counted; the
-    baseline is ``f.readinto``, the cheapest way Python reads a cached file. ``pairs``
-    interleaved trials on this process's CPU clock (user + system: the copies and the page
-    faults, not the time a neighbour holds the core); the figure is the median of the
-    per-pair bandwidth ratios.
-    """
-    import tempfile
-
-    import numpy as np
-
+    """Warm page cache: copy a file out in ``batch_kib`` chunks into a reused buffer via
+    ``np.memmap`` (mapped afresh each pass: its page faults count) vs ``f.readinto``, the
+    cheapest way Python reads a cached file; ``pairs`` interleaved trials on this process's
+    CPU clock (a neighbour holding the core does not count), median of the pair ratios."""
     nbytes, chunk = mib << 20, batch_kib << 10
     with tempfile.TemporaryDirectory(prefix="labkit-bench-mmap-") as tmp:
         path = os.path.join(tmp, "data.raw")
@@ -57,6 +50,4 @@ def mmap_read(mib: int = 256, batch_kib: int = 256, pairs: int = 9) -> dict:
     result = {"file_mib": mib, "batch_kib": batch_kib, "pairs": pairs,
               "plain_read_gb_per_s": nbytes / min(p for p, _ in trials) / 1e9,
               "mmap_read_gb_per_s": nbytes / min(m for _, m in trials) / 1e9}
-    result |= judge("ratio", [p / m for p, m in trials], GOAL)
-    return result | {"verdict": result["ratio_verdict"],
-                     "goal_met": result["ratio_verdict"] == "pass"}
+    return result | judge("ratio", [p / m for p, m in trials], GOAL)

@@ -1,10 +1,8 @@
 """The benchmark registry and its printout (the benchmarks of chapters 02, 06, 09, 10, 11).
 
-A benchmark is a function registered under a name with the goal it judges; it returns a
-JSON-ready dict of figures. A judged figure comes with its interval (``NAME_ci``), the
-interval's confidence (``NAME_ci_level``) and a verdict (``NAME_verdict``), see
-:mod:`.stats`; ``verdict`` is the benchmark's overall one and ``goal_met`` is
-``verdict == "pass"``.
+A benchmark is a function registered under a name with the goal it judges, returning a
+JSON-ready dict of figures; a judged figure comes with ``NAME_ci``, ``NAME_ci_level`` and
+``NAME_verdict`` (``labkit.instruments.stats.judge``).
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from labkit.instruments.stats import PASS, overall
 from labkit.records.checkpoint import Checkpoint
 from labkit.records.table import text_table
 
@@ -30,14 +29,18 @@ def benchmark(name: str, goal: str):
 
 
 def run_benchmark(name: str, **kwargs) -> dict:
-    """Run the named benchmark (``labkit bench NAME``) and return its figures, JSON-ready.
-
-    docs/benchmarks.md lists them: figures are printed, never asserted.
-    """
+    """Run the named benchmark (``labkit bench NAME``): its figures, JSON-ready, with its
+    ``verdict`` (if it gave none, :func:`overall` of its judged figures') and ``goal_met``."""
     if name not in BENCHMARKS:
         raise KeyError(f"no benchmark named {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
     fn = BENCHMARKS[name]
-    return {"benchmark": name, "goal": fn.goal, **fn(**kwargs)}
+    result = {"benchmark": name, "goal": fn.goal, **fn(**kwargs)}
+    verdicts = [v for k, v in result.items() if k.endswith("_verdict")]
+    if "verdict" not in result and verdicts:
+        result["verdict"] = overall(*verdicts)
+    if "verdict" in result:
+        result.setdefault("goal_met", result["verdict"] == PASS)
+    return result
 
 
 def _num(v) -> str:

@@ -1,16 +1,11 @@
 """``labkit bench tokens``: random token windows vs a plain copy, packing, resume (chapter 11).
 
-Three goals of a language model's loader, each measured on chapter 11's ``corpus`` fixture with
-the mechanisms chapter 11 and its notebooks 11b and 11c type (self-contained here):
-
-* **Windows at memory speed.** Random ``(T + 1)``-token windows (nanoGPT's ``get_batch``)
-  from the corpus's page-cached token file by the faster of two samplers that make one C-level
-  copy per batch or one per window (rows of the window view; a slice per window into a buffer;
-  both without the cast), against one contiguous copy of as many bytes: the copy is the
-  ceiling, the ratio says how much of it the windows reach.
-* **Little padding.** Best-fit decreasing packing of the corpus fixture's documents (11b).
-* **Exact resume across worker counts.** A document epoch (11c) stopped mid-epoch with two
-  workers and resumed with one from its counter: every sample once, in the uninterrupted order.
+Three goals of a language model's loader on chapter 11's ``corpus`` fixture, with the
+mechanisms 11, 11b and 11c type: random ``(T + 1)``-token windows (nanoGPT's ``get_batch``;
+the faster of rows of the window view and a slice per window) against one contiguous copy of
+as many bytes (the ceiling); best-fit decreasing packing's padding (11b); and a document
+epoch (11c) stopped with two workers and resumed with one from its counter: every sample
+once, in the uninterrupted order.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ from numpy.lib.stride_tricks import as_strided
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from labkit.data.fixtures import fixture
-from labkit.instruments.stats import FAIL, PASS, judge, overall, paired_trials
+from labkit.instruments.stats import FAIL, PASS, judge, paired_trials
 from labkit.instruments.timer import best_of
 from labkit.loading.loaders import WORKER_TIMEOUT_S
 from labkit.scale import resolve_scale
@@ -145,14 +140,10 @@ def _resume_across_workers(corpus, context: int, batch_size: int, stop_after: in
 def token_windows(scale: str | None = None, context: int = 2048, batch_size: int = 64,
                   batches: int = 128, pairs: int = 9, pack_context: int = 1024,
                   resume_batch: int = 8) -> dict:
-    """The three figures; see the module docstring.
-
-    ``scale`` (``LABKIT_SCALE``; default workshop) sizes the corpus: about 1.4 MB of tokens
-    at ci, which sits in the CPU's caches, about 20 MB at workshop and 340 MB at full, which
-    do not. Each trial is ``batches`` batches (fresh random starts each batch, the same seed for
-    both sides), on the process CPU clock. The packing runs on the corpus fixture at
-    ``pack_context`` (chapter 11's context; the fixture's document lengths are tuned to it).
-    """
+    """The three figures of the module docstring. ``scale`` sizes the corpus (1.4 MB of
+    tokens at ci sits in the CPU's caches; 20 MB at workshop and 340 MB at full do not); each
+    trial is ``batches`` batches on the CPU clock, the same seed for both sides; packing at
+    ``pack_context``, chapter 11's context, to which the fixture's lengths are tuned."""
     scale = resolve_scale(scale)
     corpus = open_tokens(fixture("corpus", scale, progress=False))
     tokens = corpus.tokens.view(np.ndarray)  # slicing an np.memmap builds a memmap per slice
@@ -199,8 +190,5 @@ def token_windows(scale: str | None = None, context: int = 2048, batch_size: int
 
     resume = _resume_across_workers(corpus, pack_context, resume_batch, stop_after=3)
     wrong = resume["resume_lost"] + resume["resume_repeated"]
-    result |= resume | _exact("resume_lost_plus_repeated", wrong,
-                              wrong == 0 and resume["resume_same_order"])
-    verdict = overall(result["ratio_verdict"], result["padding_verdict"],
-                      result["resume_lost_plus_repeated_verdict"])
-    return result | {"verdict": verdict, "goal_met": verdict == PASS}
+    return result | resume | _exact("resume_lost_plus_repeated", wrong,
+                                    wrong == 0 and resume["resume_same_order"])
