@@ -1,8 +1,8 @@
 """Cleaning up after MosaicML Streaming, LitData and Ray (chapter 14b).
 
 Each library is used as its docs say; what it leaves behind or changes is removed or put
-back here, for 14b's runs (``store.cleanup``, :mod:`.store`), so a kernel or a test session
-ends as it began: Mosaic's shared memory and lock files (:class:`MosaicShm`), LitData's
+back here, for 14b's runs (``ObjectStore.cleanup``, :mod:`.stores`), so a kernel or a test
+session ends as it began: Mosaic's shared memory and lock files (:class:`MosaicShm`), LitData's
 staging folders, start method and SIGINT handler (:func:`litdata_contained`), the processes
 of a Ray start that failed (:func:`start_ray`).
 """
@@ -116,7 +116,7 @@ def litdata_contained():
 
 def start_ray(ray, num_cpus: int, tries: int = 2) -> None:
     """``ray.init`` for one local node, tried again once if the node is slow to register
-    (``store.cleanup("ray")`` starts Ray this way).
+    (``ObjectStore.cleanup("ray")`` starts Ray this way).
 
     Ray waits a fixed 30 s for its raylet to register with its GCS; on a 2-core machine
     under load that start-up alone can take longer. A failed start is shut down (its
