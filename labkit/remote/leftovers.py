@@ -24,8 +24,8 @@ from ..loading.processes import stop_processes
 
 @contextmanager
 def scoped(mapping, values: dict):
-    """``mapping`` (``os.environ``, ``sys.modules``) with ``values`` set inside the block and
-    as it was after it: a key it lacked is removed again."""
+    """``mapping`` (``os.environ``, ``sys.modules``) with ``values`` set inside the block,
+    as it was after it."""
     old = {k: mapping.get(k) for k in values}
     mapping.update(values)
     try:
@@ -36,11 +36,6 @@ def scoped(mapping, values: dict):
                 mapping.pop(k, None)
             else:
                 mapping[k] = v
-
-
-def scoped_env(**values):
-    """``os.environ`` with ``values`` set inside the block, as it was after it."""
-    return scoped(os.environ, values)
 
 
 class MosaicShm:
@@ -102,8 +97,8 @@ def litdata_contained():
     method = multiprocessing.get_start_method(allow_none=True)
     on_interrupt = signal.getsignal(signal.SIGINT)
     with tempfile.TemporaryDirectory(prefix="labkit-litdata-") as stage, \
-            scoped_env(DATA_OPTIMIZER_CACHE_FOLDER=os.path.join(stage, "chunks"),
-                       DATA_OPTIMIZER_DATA_CACHE_FOLDER=os.path.join(stage, "data")), \
+            scoped(os.environ, {"DATA_OPTIMIZER_CACHE_FOLDER": os.path.join(stage, "chunks"),
+                                "DATA_OPTIMIZER_DATA_CACHE_FOLDER": os.path.join(stage, "data")}), \
             redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()), \
             warnings.catch_warnings():
         warnings.simplefilter("ignore")

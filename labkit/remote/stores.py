@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..loading.processes import stop_processes
-from .leftovers import MosaicShm, litdata_contained, scoped_env, start_ray
+from .launch import free_port
+from .leftovers import MosaicShm, litdata_contained, scoped, start_ray
 from .server import LoopbackHandler, LoopbackService, Server, check_pace
 
 ACCESS_KEY = "labkit"
@@ -143,9 +144,7 @@ class ObjectStore(LoopbackService):
         check_pace(latency_s, bandwidth)
         self.latency_s, self.bandwidth = float(latency_s), bandwidth
         self.connections = threading.local()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.moto_port = s.getsockname()[1]
+        self.moto_port = free_port()
         env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
                    MOTO_ALLOW_NONEXISTENT_REGION="true")
         self._err = tempfile.TemporaryFile()   # werkzeug logs every request: a file, no pipe
@@ -238,10 +237,10 @@ class ObjectStore(LoopbackService):
         """
         if system == "mosaic":
             shm = MosaicShm()
-            with scoped_env(**{"S3_ENDPOINT_URL": self.endpoint_url,
-                               "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-                               "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-                               "AWS_DEFAULT_REGION": REGION, **options}):
+            with scoped(os.environ, {"S3_ENDPOINT_URL": self.endpoint_url,
+                                     "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                                     "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                                     "AWS_DEFAULT_REGION": REGION, **options}):
                 try:
                     yield shm
                 finally:
