@@ -1,13 +1,10 @@
 """``lk.remote.serve``: a folder over HTTP, or an S3 store, on loopback (chapters 06, 07, 14).
 
-``serve(folder)`` is :class:`~labkit.remote.server.Server`. ``serve(s3=True)`` starts moto's
-S3 server (a real S3 API: buckets, ``ListObjectsV2``, range GETs, multipart) in a child
-process bound to ``127.0.0.1`` and puts a fault layer in front of it, the same as the
-folder's: ``latency_s`` before the first byte, ``bandwidth`` bytes/s per connection, and
-:class:`~labkit.remote.server.Fault` s in S3's dialect (a ``status`` fault answers S3's XML
-error naming bucket and key, 503 ``SlowDown`` or 500; ``drop`` resets the connection
-mid-object; ``stall`` holds the first byte). The layer also checks the access key id (moto
-does not): wrong credentials get 403 ``InvalidAccessKeyId``. Every request is logged.
+``serve(s3=True)`` starts moto's S3 server (buckets, ``ListObjectsV2``, range GETs,
+multipart) in a child process on ``127.0.0.1`` behind the folder server's fault layer, with
+its faults in S3's dialect: a ``status`` fault answers S3's XML error naming bucket and key,
+``drop`` resets the connection mid-object. The layer also checks the access key id (moto
+does not): wrong credentials get 403 ``InvalidAccessKeyId``.
 """
 
 from __future__ import annotations
@@ -132,12 +129,8 @@ class _S3Handler(LoopbackHandler):
 
 
 class ObjectStore(LoopbackService):
-    """A running loopback S3 store (``lk.remote.serve(s3=True)``).
-
-    Attributes:
-        endpoint_url: the fault layer's URL, what every client is given.
-        direct_url: moto's own URL, with no latency and no faults (filling, baselines).
-    """
+    """A running loopback S3 store (``lk.remote.serve(s3=True)``): ``endpoint_url`` (the
+    fault layer's, what every client is given), ``direct_url`` (moto's own, for filling)."""
 
     def __init__(self, *, latency_s: float = 0.0, bandwidth: float | None = None, faults=(),
                  start_timeout_s: float = 30.0):
@@ -225,15 +218,11 @@ class ObjectStore(LoopbackService):
     @contextmanager
     def cleanup(self, system: str, **options):
         """What MosaicML Streaming, LitData or Ray leave behind, cleaned up after the block
-        (chapter 14b types each system's run inside it).
-
-        ``"mosaic"``: the store's endpoint and credentials (``S3_ENDPOINT_URL``,
-        ``AWS_*``; ``options`` add or override variables) set inside the block only; yields
-        a :class:`~labkit.remote.leftovers.MosaicShm` (``track`` each dataset), released
-        after. ``"litdata"``: ``litdata.optimize`` inside the block leaves the start method,
-        the SIGINT handler and the temp folder as they were. ``"ray"``: Ray started for one
-        local node (``num_cpus``, default 1), tried again if slow to start, shut down after;
-        yields ``ray``.
+        (chapter 14b types each system's run inside it). ``"mosaic"``: the store's endpoint
+        and keys in the environment (``options`` add variables) inside the block only; yields
+        a :class:`~labkit.remote.leftovers.MosaicShm` to ``track`` each dataset with.
+        ``"litdata"``: :func:`~labkit.remote.leftovers.litdata_contained`. ``"ray"``: Ray
+        started for one local node (``num_cpus``, default 1), shut down after; yields ``ray``.
         """
         if system == "mosaic":
             shm = MosaicShm()
