@@ -93,6 +93,7 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None | str:
 
 
 def check_pace(latency_s: float, bandwidth: float | None) -> None:
+    """A ValueError naming the setting for a negative latency or a bandwidth <= 0."""
     if latency_s < 0:
         raise ValueError(f"latency_s={latency_s} must be >= 0")
     if bandwidth is not None and bandwidth <= 0:
@@ -124,7 +125,7 @@ class LoopbackService:
         with self._lock:
             self.faults, self._matched = faults, [0] * len(faults)
 
-    def next_request(self, path: str, method: str) -> tuple[int, Fault | None]:
+    def _next(self, path: str, method: str) -> tuple[int, Fault | None]:
         """Number this request and pick the first fault that applies (deterministic)."""
         with self._lock:
             self._count += 1
@@ -137,7 +138,7 @@ class LoopbackService:
                         hit = f
             return self._count, hit
 
-    def record(self, req: Request) -> None:
+    def _record(self, req: Request) -> None:
         with self._lock:
             self._log.append(req)
             self._in_flight -= 1
@@ -150,7 +151,7 @@ class LoopbackService:
             self._idle.wait_for(lambda: self._in_flight == 0, timeout=2.0)
             return sorted(self._log, key=lambda r: r.n)
 
-    def wait(self, seconds: float) -> bool:
+    def _wait(self, seconds: float) -> bool:
         """Sleep unless the service stops first; False if it stopped."""
         return not self._stopping.wait(seconds) if seconds > 0 else True
 
@@ -193,14 +194,14 @@ class LoopbackHandler(BaseHTTPRequestHandler):
     def do_GET(self):
         t0, svc = time.perf_counter(), self.service
         path = unquote(urlparse(self.path).path).lstrip("/")
-        n, fault = svc.next_request(path, self.command)
+        n, fault = svc._next(path, self.command)
         status, sent, note = None, 0, None
         try:
             body = self.read_body()
-            if not svc.wait(svc.latency_s):
+            if not svc._wait(svc.latency_s):
                 self.close_connection, note = True, "stopped"
             elif fault is not None and fault.kind == "stall":
-                svc.wait(fault.stall_s)
+                svc._wait(fault.stall_s)
                 self.close_connection = True
             elif fault is not None and fault.kind == "status":
                 status = self.error(fault.code, path)
@@ -210,7 +211,7 @@ class LoopbackHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             note = f"client gone ({type(e).__name__})"
         finally:  # always recorded: the log waits for requests in flight
-            svc.record(Request(n, self.command, path, self.headers.get("Range"), status, sent,
+            svc._record(Request(n, self.command, path, self.headers.get("Range"), status, sent,
                                str(fault) if fault else note, time.perf_counter() - t0))
 
     do_HEAD = do_GET
@@ -236,7 +237,7 @@ class LoopbackHandler(BaseHTTPRequestHandler):
             if not chunk:
                 break
             due = (sent + len(chunk)) / bandwidth - (time.perf_counter() - t0) if bandwidth else 0
-            if not self.service.wait(due):
+            if not self.service._wait(due):
                 self.close_connection = True
                 return sent
             try:
