@@ -254,15 +254,15 @@ class LoopbackHandler(BaseHTTPRequestHandler):
 class _FileHandler(LoopbackHandler):
     server_version = "labkit-serve"
 
-    def error(self, status: int, path: str) -> int:
-        what = f"injected fault: status {status}" if status != 404 else f"{path}: not found"
+    def error(self, status: int, path: str, what: str | None = None) -> int:
+        what = what or f"injected fault: status {status}"
         return self.send_data(status, "text/plain", f"{what}\n".encode())
 
     def respond(self, path, body, fault):
         folder = self.service.folder
         file = (folder / path).resolve()
         if folder not in file.parents or not file.is_file():
-            return self.error(404, path), 0
+            return self.error(404, path, f"{path}: not found"), 0
         size = file.stat().st_size
         span = parse_range(self.headers.get("Range"), size)
         if span == "unsatisfiable":
