@@ -41,14 +41,8 @@ def notebooks_dir() -> Path:
 def notebook_path(stem: str) -> str:
     """A notebook's path under :func:`notebooks_dir`, without ``.ipynb``: a chapter's stem
     (``14_object_stores``) as it is, a "Going further" one (``14b_...``: a letter after the
-    number) under ``further/``. The one place the kit relates a stem to its file."""
+    number) under ``further/``."""
     return stem if stem.partition("_")[0].isdigit() else f"further/{stem}"
-
-
-def chapter_of(stem: str) -> str:
-    """The chapter a notebook belongs to: ``"14"`` for ``14_object_stores`` and for
-    ``14b_cache_faults_clients`` (or ``further/14b_...``) alike."""
-    return stem.rsplit("/", 1)[-1][:2]
 
 
 def runs_dir() -> Path:

@@ -546,7 +546,7 @@ def python_sigint():
     """Python's own SIGINT handler for one test, as a terminal or a Jupyter kernel has it.
 
     Anything but that handler or the one inherited at start was left by an earlier test's
-    library (litdata.optimize did: see labkit/objstore/leftovers.py), and fails here by name."""
+    library (litdata.optimize did: see labkit/remote/leftovers.py), and fails here by name."""
     found = signal.getsignal(signal.SIGINT)
     assert found in (signal.default_int_handler, SIGINT_AT_START), (
         f"SIGINT handler left by an earlier test: {found!r}")

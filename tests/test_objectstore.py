@@ -20,7 +20,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 import labkit as lk
-from labkit.objstore.s3proxy import s3_error_xml
+from labkit.remote.stores import s3_error_xml
 
 ROWS = np.hstack([np.arange(96, dtype=np.float32)[:, None],
                   np.random.default_rng(0).random((96, 15), dtype=np.float32)])
@@ -28,7 +28,7 @@ ROWS = np.hstack([np.arange(96, dtype=np.float32)[:, None],
 
 @pytest.fixture(scope="module")
 def store():
-    with lk.objstore.s3_store() as s:
+    with lk.remote.serve(s3=True) as s:
         yield s
 
 
@@ -50,7 +50,7 @@ def requests_for(store, path, since):
 
 
 def test_store_binds_loopback_and_stops_without_leftovers():
-    with lk.objstore.s3_store() as s:
+    with lk.remote.serve(s3=True) as s:
         pid, port = s.pid, int(s.direct_url.rsplit(":", 1)[1])
         proc = psutil.Process(pid)
         listening = [c.laddr for c in proc.net_connections(kind="inet")
@@ -60,7 +60,7 @@ def test_store_binds_loopback_and_stops_without_leftovers():
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     taken = {c.laddr.port for c in psutil.net_connections(kind="inet")
              if c.status == psutil.CONN_LISTEN}
-    assert port not in taken and s.proxy.port not in taken
+    assert port not in taken and s.port not in taken
 
 
 def test_tar_shards_hold_every_row_once_intact(store, shards):

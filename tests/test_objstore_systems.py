@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.objstore.leftovers import start_ray
+from labkit.remote.leftovers import start_ray
 
 ROWS = np.hstack([np.arange(512, dtype=np.float32)[:, None],
                   np.random.default_rng(1).random((512, 31), dtype=np.float32)])
@@ -104,7 +104,7 @@ def run_litdata(store, work):
 
 @pytest.fixture(scope="module")
 def store():
-    with lk.objstore.s3_store() as s:
+    with lk.remote.serve(s3=True) as s:
         yield s
 
 

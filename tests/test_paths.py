@@ -1,4 +1,4 @@
-"""labkit.paths: a notebook's stem, its file and its chapter, one relation for the kit."""
+"""labkit.paths: a notebook's stem and its file, one relation for the kit."""
 
 from __future__ import annotations
 
@@ -11,11 +11,8 @@ def test_every_notebook_is_found_from_its_stem():
     assert any("/further/" in str(p) for p in listed)   # chapters and Going-further ones
     for p in listed:
         assert paths.notebooks_dir() / f"{paths.notebook_path(p.stem)}.ipynb" == p
-        assert paths.chapter_of(p.stem) == p.stem[:2] == paths.chapter_of(
-            paths.notebook_path(p.stem))
 
 
 def test_a_going_further_notebook_is_its_chapters():
     assert paths.notebook_path("14b_cache_faults_clients") == "further/14b_cache_faults_clients"
     assert paths.notebook_path("14_object_stores") == "14_object_stores"
-    assert paths.chapter_of("further/14b_cache_faults_clients") == "14"

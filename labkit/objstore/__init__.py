@@ -1,13 +1,6 @@
-"""Object stores (chapter 14): the loopback S3 store behind its fault layer.
+"""Object stores (chapter 14): whether MosaicML Streaming, LitData and Ray Data may run here.
 
-The stream over S3, the shard-size model and the systems' runs are typed in chapters 14 and
-14b; ``systems`` registers ``lk.status`` checks for MosaicML Streaming, LitData, Ray Data;
-the store's ``cleanup`` removes what they leave behind.
+The loopback S3 store is ``lk.remote.serve(s3=True)`` (:mod:`labkit.remote.stores`); the
+stream over it, the shard-size model and the systems' runs are typed in chapters 14 and 14b.
+``systems`` registers their ``lk.status`` checks.
 """
-
-from __future__ import annotations
-
-from . import systems  # noqa: F401 - registers the lk.status checks
-from .store import s3_store
-
-__all__ = ["s3_store"]

@@ -15,7 +15,7 @@ import sys
 import types
 
 from ..optional import check, library_status
-from .leftovers import scoped
+from ..remote.leftovers import scoped
 
 RECIPE = ".ci/install-objstore-systems (pip --no-deps plus their runtime needs)"
 

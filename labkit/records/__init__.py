@@ -1,10 +1,7 @@
-"""Records: the checkpoint, the machine, reports, labkit run (ch. 00, 11).
+"""Records: the checkpoint, the machine, the text tables (ch. 00, 11).
 
-Its public name is reached as ``lk.records.reference_figures`` (``import labkit as lk``);
-its modules' other names are for labkit, the tools and tests: ``checkpoint.read_checkpoint``
-(also ``lk.Checkpoint.read``) and ``load_records`` read records back (``labkit report``),
-``machine.environment`` and ``format_environment`` describe the machine (``labkit env``),
-``table.text_table`` renders every fixed-width table labkit prints.
+``lk.records.reference_figures`` is its public name; the rest is for labkit, the tools
+(``labkit report``, ``labkit env``) and tests.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ SCHEMA = "labkit.checkpoint/1"
 _SCHEMA_PREFIX, _SCHEMA_VERSION = SCHEMA.rsplit("/", 1)
 REQUIRED_KEYS = ("schema", "chapter", "created", "scale", "labkit_version", "environment",
                  "data", "observations", "constraints")
-_KEY_TYPES = {"environment": dict, "data": list, "observations": list, "constraints": list}
-_JSON_NAMES = {dict: "object", list: "array"}
+_KEY_TYPES = {"environment": (dict, "object"), "data": (list, "array"),
+              "observations": (list, "array"), "constraints": (list, "array")}
 _OBSERVATION_KEYS = ("name", "value", "unit")
 _MAX_TEXT = 200  # a value string is a label ("ok", "pyarrow"), not a log
 _SHOWN = 8  # observations listed in the printed summary
@@ -78,14 +78,8 @@ def format_config(config: dict | None) -> str:
 
 
 class Checkpoint:
-    """Collects what a chapter observed and writes it as one record (chapter 00).
-
-    Example:
-        >>> ck = lk.Checkpoint("02_mmap")
-        >>> ck.observe("samples_per_s", 5400.0, "samples/s", {"num_workers": 2})
-        >>> ck.add(lk.measure(loader))   # every figure of a measurement, audit, resume trial
-        >>> ck.constraint("warm page cache").write()
-    """
+    """Collects what a chapter observed and writes it as one record (chapter 00): ``observe``
+    one value, ``add`` a result's figures, ``constraint`` a condition, then ``write()``."""
 
     def __init__(self, chapter: str, scale: str | None = None, records_dir=None):
         if not isinstance(chapter, str) or not chapter.strip():
@@ -110,19 +104,9 @@ class Checkpoint:
     def add(self, thing, name: str | None = None, config: dict | None = None,
             **kw) -> Checkpoint:
         """Record everything a result observed: a :class:`Measurement` (chapter 01), an
-        :class:`Audit` (chapter 03), a :class:`ResumeTrial` (chapter 08), or anything else
-        with an ``as_observations(name=..., config=...)`` method returning observation dicts.
-
-        Args:
-            thing: one such result, a list or tuple of them, or a dict ``{name: result}``
-                (each result recorded under its key).
-            name: the observations' name prefix (default: the result's own).
-            config: knobs added to every observation's config.
-            **kw: passed on to ``as_observations``.
-
-        Raises:
-            TypeError: ``thing`` (or an item of it) has no ``as_observations`` method.
-        """
+        :class:`Audit` (03), a :class:`ResumeTrial` (08), anything with an
+        ``as_observations(name=..., config=..., **kw)`` method, or a list of them or a dict
+        ``{name: result}``; ``name`` prefixes the names, ``config`` joins every config."""
         if isinstance(thing, dict):
             for key, item in thing.items():
                 self.add(item, key if name is None else f"{name}.{key}", config, **kw)
@@ -162,15 +146,6 @@ class Checkpoint:
         })
         return self
 
-    def data(self, name: str, path, sha256=None, nbytes=None) -> Checkpoint:
-        """Record an arbitrary data path (a file's size is read when not given)."""
-        path = Path(path).expanduser()
-        if nbytes is None and path.is_file():
-            nbytes = path.stat().st_size
-        self.data_entries.append({"name": name, "path": str(path), "digest": sha256,
-                                  "nbytes": nbytes, "files": None, "scale": None})
-        return self
-
     def record(self) -> dict:
         """The record as it would be written now."""
         data_path = self.data_entries[0]["path"] if self.data_entries else None
@@ -184,11 +159,8 @@ class Checkpoint:
         }
 
     def write(self, print_summary: bool = True) -> Path:
-        """Write the record atomically into the records folder and return its path.
-
-        Raises:
-            RecordError: the folder cannot be created or written.
-        """
+        """Write the record atomically into the records folder (RecordError if it cannot) and
+        return its path."""
         folder = self.records_dir or paths.records_dir()
         record = self.record()
         stamp = datetime.fromisoformat(record["created"]).strftime("%Y%m%dT%H%M%SZ")
@@ -227,11 +199,7 @@ def _slug(text: str) -> str:
 
 
 def read_checkpoint(path) -> dict:
-    """Read and validate one record; every error names the file.
-
-    Raises:
-        RecordError: unreadable, not JSON, unknown or newer schema, or missing keys.
-    """
+    """Read and validate one record; a RecordError names the file and what is wrong."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -253,9 +221,9 @@ def read_checkpoint(path) -> dict:
     missing = [k for k in REQUIRED_KEYS if k not in record]
     if missing:
         raise RecordError(f"{path} lacks required keys: {', '.join(missing)}")
-    for key, kind in _KEY_TYPES.items():
+    for key, (kind, json_name) in _KEY_TYPES.items():
         if not isinstance(record[key], kind):
-            raise RecordError(f"{path}: {key!r} must be a JSON {_JSON_NAMES[kind]}")
+            raise RecordError(f"{path}: {key!r} must be a JSON {json_name}")
     for i, obs in enumerate(record["observations"]):
         if not isinstance(obs, dict) or any(k not in obs for k in _OBSERVATION_KEYS):
             raise RecordError(f"{path}: observation {i} needs the keys name, value, unit")
@@ -290,13 +258,9 @@ def summary(record: dict, path=None) -> str:
 
 
 def load_records(dirs) -> list[dict]:
-    """Read every ``*.json`` record under the folders (recursive), oldest first.
-
-    Each record gains ``_source`` (its file) and ``_folder`` (the folder it was found in).
-
-    Raises:
-        RecordError: a folder is missing or holds no records, or a record is invalid.
-    """
+    """Every ``*.json`` record under the folders (recursive), oldest first, each with
+    ``_source`` (its file) and ``_folder`` (where it was found); RecordError for a missing or
+    empty folder or an invalid record."""
     dirs = [dirs] if isinstance(dirs, (str, Path)) else list(dirs)
     if not dirs:
         raise RecordError("no records folder given")
@@ -318,11 +282,8 @@ def load_records(dirs) -> list[dict]:
 def reference_figures(machine: str = "nvidia-h200", chapter: str = "bench_gpu") -> dict:
     """The observations of the newest ``chapter`` record in the repository's
     ``reference/<machine>/``, as ``{name: value}`` (chapters 00, 09, 10, 16): a real GPU
-    server's figures, from ``make test-gpu``, to read beside this machine's.
-
-    Raises:
-        RecordError: no such folder, or no ``chapter`` record in it.
-    """
+    server's figures, from ``make test-gpu``, to read beside this machine's (RecordError
+    where there are none)."""
     folder = paths.REPO_ROOT / "reference" / machine
     found = [r for r in load_records(folder) if r["chapter"] == chapter]
     if not found:

@@ -45,10 +45,8 @@ def _pyproject_version() -> str | None:
 
 
 def versions(names=None) -> dict[str, str | None]:
-    """Installed versions from package metadata (None when absent); never imports them.
-
-    Introduced in chapter 00. ``python`` is the interpreter's own version.
-    """
+    """Installed versions from package metadata (None when absent; ``python`` the
+    interpreter's), never imported (chapter 00)."""
     out: dict[str, str | None] = {}
     for name in DEFAULT_NAMES if names is None else names:
         if name == "python":
@@ -187,11 +185,8 @@ def _torch() -> dict:
 
 
 def environment(data_path=None) -> dict:
-    """Hardware, OS, thread pools, data location, GPU and versions as a JSON-ready dict.
-
-    Introduced in chapter 00; embedded in every checkpoint record. ``data_path`` defaults
-    to the fixture cache (``paths.data_dir()``); its nearest existing parent is measured.
-    """
+    """Hardware, OS, thread pools, data location (``data_path``, default the fixture cache;
+    its nearest existing parent is measured), GPU and versions as a JSON-ready dict."""
     mem = psutil.virtual_memory()
     libc = " ".join(platform.libc_ver()).strip() or None
     env = {

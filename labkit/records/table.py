@@ -1,9 +1,7 @@
 """Text tables: the one renderer behind every fixed-width table labkit prints (every chapter).
 
-A table is its columns and its rows. Each column is a heading and a format spec in the
-mini-language of ``format()``: ``"<"`` left or ``">"`` right, an optional least width, then
-how a number is written (``">.2f"``, ``">,.0f"``, ``">.1%"``). A column is as wide as its
-widest cell and its heading; columns are two spaces apart.
+Each column is a heading and a ``format()`` spec: ``"<"`` left or ``">"`` right, an optional
+least width, then how a number is written (``">.2f"``, ``">,.0f"``, ``">.1%"``).
 """
 
 from __future__ import annotations

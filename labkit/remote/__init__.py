@@ -1,4 +1,4 @@
-"""Remote data on loopback: an HTTP server with faults, torchrun jobs (chapters 04, 06, 07).
+"""Remote data on loopback: HTTP and S3 stores with faults, torchrun jobs (ch. 04, 06, 07, 14).
 
 Its public names are reached as ``lk.remote.NAME``; its modules' others are for labkit and tests.
 """
@@ -8,6 +8,6 @@ from __future__ import annotations
 from ..lazy import lazy_names
 
 __all__, __getattr__, __dir__ = lazy_names(__name__, {
-    "serve": "server",
+    "serve": "stores",
     "torchrun": "launch",
 })

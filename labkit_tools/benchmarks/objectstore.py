@@ -20,7 +20,7 @@ from labkit.data.datasets import open_array
 from labkit.data.fixtures import fixture
 from labkit.instruments.stats import judge, paired_trials
 from labkit.instruments.timer import best_of
-from labkit.objstore.store import s3_store
+from labkit.remote.stores import serve
 from labkit.scale import resolve_scale
 
 from .ceiling import capped_verdict
@@ -45,7 +45,7 @@ def objectstore_bench(scale: str | None = None, pairs: int = 7, in_flight: int =
                               "full": (1024, 16384, 65536)}[scale]
     rows = np.array(open_array(fixture("array", scale, progress=False).file("array.npy"))
                     [:rows_n])
-    with s3_store() as store, tempfile.TemporaryDirectory(prefix="lk-bench-s3-") as tmp:
+    with serve(s3=True) as store, tempfile.TemporaryDirectory(prefix="lk-bench-s3-") as tmp:
         s3 = store.client(max_pool_connections=in_flight)
         sets = {k: store.put_tar_shards(f"bench-{k}k", rows, k * 1024) for k in shard_kib}
 

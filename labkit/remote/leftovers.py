@@ -1,8 +1,8 @@
 """Cleaning up after MosaicML Streaming, LitData and Ray (chapter 14b).
 
 Each library is used as its docs say; what it leaves behind or changes is removed or put
-back here, for 14b's runs (``store.cleanup``, :mod:`.store`), so a kernel or a test session
-ends as it began: Mosaic's shared memory and lock files (:class:`MosaicShm`), LitData's
+back here, for 14b's runs (``ObjectStore.cleanup``, :mod:`.stores`), so a kernel or a test
+session ends as it began: Mosaic's shared memory and lock files (:class:`MosaicShm`), LitData's
 staging folders, start method and SIGINT handler (:func:`litdata_contained`), the processes
 of a Ray start that failed (:func:`start_ray`).
 """
@@ -24,8 +24,8 @@ from ..loading.processes import stop_processes
 
 @contextmanager
 def scoped(mapping, values: dict):
-    """``mapping`` (``os.environ``, ``sys.modules``) with ``values`` set inside the block and
-    as it was after it: a key it lacked is removed again."""
+    """``mapping`` (``os.environ``, ``sys.modules``) with ``values`` set inside the block,
+    as it was after it."""
     old = {k: mapping.get(k) for k in values}
     mapping.update(values)
     try:
@@ -36,11 +36,6 @@ def scoped(mapping, values: dict):
                 mapping.pop(k, None)
             else:
                 mapping[k] = v
-
-
-def scoped_env(**values):
-    """``os.environ`` with ``values`` set inside the block, as it was after it."""
-    return scoped(os.environ, values)
 
 
 class MosaicShm:
@@ -102,8 +97,8 @@ def litdata_contained():
     method = multiprocessing.get_start_method(allow_none=True)
     on_interrupt = signal.getsignal(signal.SIGINT)
     with tempfile.TemporaryDirectory(prefix="labkit-litdata-") as stage, \
-            scoped_env(DATA_OPTIMIZER_CACHE_FOLDER=os.path.join(stage, "chunks"),
-                       DATA_OPTIMIZER_DATA_CACHE_FOLDER=os.path.join(stage, "data")), \
+            scoped(os.environ, {"DATA_OPTIMIZER_CACHE_FOLDER": os.path.join(stage, "chunks"),
+                                "DATA_OPTIMIZER_DATA_CACHE_FOLDER": os.path.join(stage, "data")}), \
             redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()), \
             warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -116,7 +111,7 @@ def litdata_contained():
 
 def start_ray(ray, num_cpus: int, tries: int = 2) -> None:
     """``ray.init`` for one local node, tried again once if the node is slow to register
-    (``store.cleanup("ray")`` starts Ray this way).
+    (``ObjectStore.cleanup("ray")`` starts Ray this way).
 
     Ray waits a fixed 30 s for its raylet to register with its GCS; on a 2-core machine
     under load that start-up alone can take longer. A failed start is shut down (its
