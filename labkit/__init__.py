@@ -7,7 +7,7 @@ checkpoint and the machine's facts, the loopback servers, the ceilings. Two laye
 module importing only its own layer or the one before, at the top of the file
 (tests/test_layout.py; every module's first docstring line names the chapters that call it):
 
-1. The spine: ``errors``, ``lazy`` (a folder's names imported on first use), ``paths``,
+1. The spine: ``errors``, ``lazy`` (names imported on first use), ``paths``,
    ``scale`` (the one table of per-scale knobs), ``optional`` (``lk.status(name)``, the one
    registry of optional libraries and devices),
    ``facilities`` (the Linux-only ones), ``ceilings`` (the machine's data-loading ceilings,
@@ -15,18 +15,18 @@ module importing only its own layer or the one before, at the top of the file
    chapters reuse under spawn), ``images`` (decoders, the image-folder dataset),
    ``streams`` (the rank x worker split, shard streams), ``loading`` (batches, worker
    processes), ``instruments`` (meter, measurement, timer, audits, memory, page cache,
-   resume trials), ``remote`` (the loopback HTTP server, torchrun from a notebook),
+   resume trials), ``remote`` (the loopback HTTP and S3 servers, torchrun from a notebook),
    ``display`` (dashboard, plots), ``records`` (checkpoint, machine).
 2. What is left of a chapter's own topic, where it is an instrument: ``tokens`` (11: the
    corpus fixture), ``formats`` (12: the bake-off's LMDB/HDF5 rows), ``profiling`` (13b: the
-   per-batch timeline ``labkit diagnose`` draws), ``objstore`` (14: the loopback S3 store),
+   per-batch timeline ``labkit diagnose`` draws), ``objstore`` (14: the object-store systems' checks),
    ``media`` (15: the video and audio fixtures, the decoder checks).
 
 The tools are not here: ``labkit_tools`` (the ``labkit`` command, ``labkit run``, the report,
 the named benchmarks, ``labkit doctor``, ``labkit diagnose``) imports labkit, never the other
 way round. ``import labkit`` loads labkit and labkit.lazy only: a flat name and ``lk.FOLDER``
 are imported on first use. The public API: ``__all__`` (sorted; tests/test_api.py) and a
-folder's own ``__all__`` (``lk.objstore.s3_store``); tests/test_size.py keeps their count.
+folder's own ``__all__`` (``lk.remote.serve``); tests/test_size.py keeps their count.
 """
 
 from __future__ import annotations

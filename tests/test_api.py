@@ -32,7 +32,7 @@ def test_all_is_sorted_and_unique():
 
 def test_flat_lk_is_small():
     """Flat ``lk.`` holds what three or more chapters use (issue 32: at most 40 names);
-    a folder's own names are reached through it (``lk.objstore.s3_store``)."""
+    a folder's own names are reached through it (``lk.remote.serve``)."""
     assert len(lk.__all__) <= 40, len(lk.__all__)
 
 
