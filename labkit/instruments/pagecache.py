@@ -2,8 +2,8 @@
 
 A "cold" read is only cold if the file's pages are really gone from the page cache.
 :func:`evict_page_cache` asks the kernel to drop them (``posix_fadvise(DONTNEED)``, no root
-needed) and :func:`page_cache_residency` counts how many are still resident (``mincore``
-through ctypes, on Linux and macOS), so a chapter can show the eviction worked instead of
+needed) and counts how many are still resident (``mincore`` through ctypes, on Linux and
+macOS; ``dry_run=True`` counts alone), so a chapter can show the eviction worked instead of
 assuming it. Eviction is Linux's alone (``labkit.facilities``). Introduced in chapter 02.
 """
 
@@ -83,14 +83,17 @@ def page_cache_residency(paths: str | os.PathLike | Iterable | object) -> float:
     return resident / total if total else 0.0
 
 
-def evict_page_cache(paths, check: bool = True) -> float:
+def evict_page_cache(paths, check: bool = True, dry_run: bool = False) -> float:
     """Drop the files' pages from the page cache; returns the fraction still resident.
 
+    ``dry_run=True`` drops nothing: the fraction resident now (``mincore``, macOS too).
     Dirty pages are written back first (``fdatasync``), since the kernel only drops clean
     ones. Pages another process has mapped stay (a live ``np.memmap`` or a DataLoader
     worker holding the file), and some filesystems (tmpfs: the file *is* memory) ignore the
     request. With ``check=True`` a warning says so instead of letting a "cold" run be warm.
     """
+    if dry_run:
+        return page_cache_residency(paths)
     require("fadvise")  # NotOnThisOS (an OSError) saying why, on macOS
     files = _paths(paths)
     for p in files:
