@@ -149,16 +149,12 @@ def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loade
                  ids_of: Callable = ids_of, record_errors: bool = False) -> ResumeTrial:
     """Run an epoch uninterrupted, resumed once, resumed twice; count lost/duplicated samples.
 
-    Args:
-        make: returns a fresh loader (a new "process" after a restart): an iterable of
-            batches that has state (``StatefulDataLoader``, an HF ``IterableDataset``).
-        stops: batches before each interruption: ``(3, 2)`` stops after batch 3 (resumed
-            once), and for resumed twice also 2 batches after the first resume.
-        state_of, load_state: how to save and restore (default: the loader's own
-            ``state_dict`` / ``load_state_dict``).
-        ids_of: sample ids of a batch.
-        record_errors: when a restored loader raises, record the error in its row (the
-            samples it never delivered count as lost) instead of raising.
+    ``make()`` returns a fresh loader with state (a restart: ``StatefulDataLoader``, an HF
+    ``IterableDataset``). ``stops=(3, 2)`` stops after batch 3 (resumed once), and for
+    resumed twice also 2 batches after the first resume. ``state_of``/``load_state`` save and
+    restore (default: the loader's ``state_dict``/``load_state_dict``); ``ids_of(batch)``.
+    ``record_errors``: a restored loader's error goes in its row (what it never delivered is
+    lost) instead of being raised.
     """
     def run(breaks, **kw) -> tuple[list[int], str | None]:
         return resumed_ids(make, breaks, state_of=state_of, load_state=load_state,
