@@ -397,7 +397,7 @@ def test_measure_with_persistent_workers(live_workers):
     (3, 1),
     (torch.tensor(2.0), 1),
 ])
-def test_batch_len(batch, n):
+def test_sizer_counts_samples(batch, n):
     assert make_sizer(batch)(batch) == n
     assert make_sizer(batch)(batch) == n
 
@@ -413,7 +413,7 @@ def test_sizer_is_specialised_to_the_first_batch():
     [(torch.zeros(256), i) for i in range(4)],
     [{"x": torch.zeros(256), "id": i} for i in range(4)],
 ])
-def test_batch_len_of_a_list_of_samples(batch):
+def test_sizer_of_a_list_of_samples(batch):
     assert make_sizer(batch)(batch) == 4
 
 
@@ -427,7 +427,7 @@ def test_measure_a_loader_that_yields_lists_of_samples():
     {"__key__": "0000001", "jpg": b"\xff\xd8" + b"x" * 100, "cls": b"3"},
     b"\xff\xd8 one encoded image",
 ])
-def test_batch_len_of_one_raw_sample(batch):
+def test_sizer_of_one_raw_sample(batch):
     assert make_sizer(batch)(batch) == 1
 
 
