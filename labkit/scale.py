@@ -93,11 +93,8 @@ KNOBS: dict[str, dict[str, object]] = {
 
 
 def resolve_scale(scale: str | None = None) -> str:
-    """Return a valid scale name: the argument, else ``LABKIT_SCALE``, else ``workshop``.
-
-    Raises:
-        ScaleError: the name is not one of ``ci``, ``workshop``, ``full``.
-    """
+    """A valid scale name: the argument, else ``LABKIT_SCALE``, else ``workshop``; a
+    :class:`ScaleError` names the three otherwise."""
     source = "argument"
     if scale is None:
         scale = os.environ.get("LABKIT_SCALE") or DEFAULT_SCALE
@@ -113,15 +110,9 @@ def resolve_scale(scale: str | None = None) -> str:
 
 
 def knob(name: str, scale: str | None = None):
-    """The value of one scale-dependent knob at ``scale`` (default: ``LABKIT_SCALE``).
-
-    A chapter's parameters cell reads its sizes from the one table, :data:`KNOBS`:
-    ``REPEATS = lk.knob("repeats", SCALE)``; replace the call with a number to change it.
-
-    Raises:
-        ScaleError: the scale is not one of ``ci``, ``workshop``, ``full``.
-        KeyError: no knob of that name (the message lists them).
-    """
+    """One row of :data:`KNOBS` at ``scale`` (default: ``LABKIT_SCALE``), as a chapter's
+    parameters cell reads it: ``REPEATS = lk.knob("repeats", SCALE)`` (a number in its place
+    changes it). An unknown knob is a ``KeyError`` listing them; a bad scale a ScaleError."""
     scale = resolve_scale(scale)
     try:
         row = KNOBS[name]

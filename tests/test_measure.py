@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 from labkit.instruments import meter
 from labkit.instruments.measurement import Measurement, Pass, compare, rate, wait_fraction
 from labkit.instruments.meter import measure, simulated_step, uniform_batch_size
-from labkit.loading.batch import batch_len, batch_nbytes, batch_tensors, make_sizer
+from labkit.loading.batch import batch_nbytes, batch_tensors, make_sizer
 
 BATCH = 4
 BATCH_COUNTS = [1, 2, 63, 64, 65, 1000]
@@ -397,8 +397,8 @@ def test_measure_with_persistent_workers(live_workers):
     (3, 1),
     (torch.tensor(2.0), 1),
 ])
-def test_batch_len(batch, n):
-    assert batch_len(batch) == n
+def test_sizer_counts_samples(batch, n):
+    assert make_sizer(batch)(batch) == n
     assert make_sizer(batch)(batch) == n
 
 
@@ -413,8 +413,8 @@ def test_sizer_is_specialised_to_the_first_batch():
     [(torch.zeros(256), i) for i in range(4)],
     [{"x": torch.zeros(256), "id": i} for i in range(4)],
 ])
-def test_batch_len_of_a_list_of_samples(batch):
-    assert batch_len(batch) == 4
+def test_sizer_of_a_list_of_samples(batch):
+    assert make_sizer(batch)(batch) == 4
 
 
 def test_measure_a_loader_that_yields_lists_of_samples():
@@ -427,8 +427,8 @@ def test_measure_a_loader_that_yields_lists_of_samples():
     {"__key__": "0000001", "jpg": b"\xff\xd8" + b"x" * 100, "cls": b"3"},
     b"\xff\xd8 one encoded image",
 ])
-def test_batch_len_of_one_raw_sample(batch):
-    assert batch_len(batch) == 1
+def test_sizer_of_one_raw_sample(batch):
+    assert make_sizer(batch)(batch) == 1
 
 
 def test_batch_nbytes():

@@ -7,12 +7,6 @@ import pytest
 
 import labkit as lk
 from labkit.data.writers import shard_bounds
-from labkit.instruments.shuffling import (
-    displacement,
-    expected_same_shard,
-    rank_correlation,
-    same_shard_neighbours,
-)
 
 SHARD = lk.instruments.shard_of_bounds([0, 250, 500, 750])
 
@@ -26,10 +20,10 @@ def test_stored_order_is_unshuffled():
 def test_full_permutation_matches_expectations():
     order = np.random.default_rng(0).permutation(20_000)
     shard = lk.instruments.shard_of_bounds(shard_bounds(20_000, 4))
-    assert displacement(order) == pytest.approx(1 / 3, abs=0.01)
-    assert abs(rank_correlation(order)) < 0.03
-    assert same_shard_neighbours(order, shard) == pytest.approx(
-        expected_same_shard([5_000] * 4), abs=0.02)
+    q = lk.instruments.shuffle_quality(order, shard, [5_000] * 4)
+    assert q["displacement"] == pytest.approx(1 / 3, abs=0.01)
+    assert abs(q["rank_correlation"]) < 0.03
+    assert q["same_shard_neighbours"] == pytest.approx(q["same_shard_if_permuted"], abs=0.02)
 
 
 @pytest.mark.parametrize("n, k", [(1000, 4), (10, 3), (100_000, 64)])
@@ -41,7 +35,8 @@ def test_shard_of_bounds_inverts_the_cut(n, k):
 
 
 def test_reversed_order_has_rank_correlation_minus_one():
-    assert rank_correlation(range(99, -1, -1)) == pytest.approx(-1)
+    q = lk.instruments.shuffle_quality(range(99, -1, -1))
+    assert q["rank_correlation"] == pytest.approx(-1)
 
 
 def test_works_on_any_ids_not_only_0_to_n():
@@ -50,6 +45,6 @@ def test_works_on_any_ids_not_only_0_to_n():
 
 
 def test_empty_order_is_an_error():
-    with pytest.raises(ValueError):
-        displacement([])
+    with pytest.raises(ValueError, match="empty order"):
+        lk.instruments.shuffle_quality([])
 

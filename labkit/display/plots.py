@@ -1,4 +1,4 @@
-"""Plots a person would rather look at than read: throughput, rates, scaling (ch. 01-16).
+"""Plots a person would rather look at than read: throughput, scaling (ch. 01-16).
 
 Each function returns a matplotlib Figure (closed, so a notebook shows it exactly once).
 Introduced in chapter 01.
@@ -10,10 +10,12 @@ from .figures import done, subplots
 
 
 def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
-                    log: bool | None = None):
+                    log: bool | None = None, gb_per_s: bool = False):
     """Horizontal bars of samples/s (median, min-max whiskers), each labelled x baseline.
 
-    A log axis is chosen automatically when the fastest is 50x the slowest.
+    A log axis is chosen automatically when the fastest is 50x the slowest. ``gb_per_s``
+    adds a GB/s panel beside it (chapters 02 and 12: many tiny samples a second can still
+    be few bytes a second).
     """
     ms = list(measurements)
     names = [m.name for m in ms]
@@ -21,7 +23,9 @@ def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
     lo = [m.samples_per_s - m.samples_per_s_range[0] for m in ms]
     hi = [m.samples_per_s_range[1] - m.samples_per_s for m in ms]
     base = med[baseline]
-    fig, ax = subplots(figsize=(8, 0.6 * len(ms) + 1.4))
+    fig, axes = subplots(1, 1 + gb_per_s, figsize=(8 + 4 * gb_per_s, 0.6 * len(ms) + 1.4),
+                         sharey=True, squeeze=False)
+    ax = axes[0, 0]
     ax.barh(names, med, xerr=[lo, hi], color="tab:blue", alpha=0.8, capsize=3)
     ax.invert_yaxis()
     if log if log is not None else max(med) > 50 * min(med):
@@ -31,31 +35,16 @@ def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
     ax.set_xlabel("samples/s (median of passes; whiskers: min-max)")
     ax.set_title(title or f"throughput, relative to {names[baseline]}")
     ax.margins(x=0.35)
-    return done(fig)
-
-
-def plot_rates(measurements, title: str | None = None):
-    """Two panels side by side: samples/s and GB/s (medians), one bar per measurement.
-
-    Introduced in chapter 02 for access patterns, where the two rates tell different
-    stories: many tiny samples per second can still be few bytes per second.
-    """
-    ms = list(measurements)
-    names = [m.name for m in ms]
-    fig, axes = subplots(1, 2, figsize=(10, 0.5 * len(ms) + 1.6), sharey=True)
-    for ax, values, label, fmt in (
-            (axes[0], [m.samples_per_s for m in ms], "samples/s", "{:,.0f}"),
-            (axes[1], [m.bytes_per_s / 1e9 for m in ms], "GB/s", "{:.2f}")):
-        colors = ["tab:blue" if "cold" not in n else "tab:orange" for n in names]
-        ax.barh(names, values, color=colors, alpha=0.85)
-        if max(values) > 50 * max(min(values), 1e-12):
+    if gb_per_s:
+        ax = axes[0, 1]
+        gb = [m.bytes_per_s / 1e9 for m in ms]
+        ax.barh(names, gb, color="tab:green", alpha=0.8)
+        if max(gb) > 50 * max(min(gb), 1e-12):
             ax.set_xscale("log")
-        for y, v in enumerate(values):
-            ax.text(v, y, "  " + fmt.format(v), va="center", fontsize=8)
-        ax.set_xlabel(f"{label} (median of passes)")
+        for y, v in enumerate(gb):
+            ax.text(v, y, f"  {v:.2f}", va="center", fontsize=9)
+        ax.set_xlabel("GB/s (median of passes)")
         ax.margins(x=0.3)
-    axes[0].invert_yaxis()
-    fig.suptitle(title or "access patterns: samples/s and GB/s (orange: cold page cache)")
     return done(fig)
 
 

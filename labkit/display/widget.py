@@ -162,17 +162,14 @@ class Dashboard:
                 v = f"{v:,.3g}" if v < 10 else f"{v:,.0f}"
             return f"<td>{html.escape(str(v))}</td>"
 
-        def row(r: DashboardRun) -> dict:
-            return {"run": r.run, **r.config, "batches": r.batches, "samples": r.samples,
-                    "seconds": r.passes[0].epoch_s, "samples_per_s": r.samples_per_s,
-                    "wait_fraction": r.wait_fraction, "first_batch_s": r.first_batch_s,
-                    "status": r.status}
-
+        rows = []
+        for r in reversed(runs):
+            row = {"run": r.run, **r.config, "batches": r.batches, "samples": r.samples,
+                   "seconds": r.passes[0].epoch_s, "samples_per_s": r.samples_per_s,
+                   "wait_fraction": r.wait_fraction, "first_batch_s": r.first_batch_s,
+                   "status": r.status}
+            bold = ' style="font-weight:bold"' if r is best else ""
+            rows.append(f"<tr{bold}>" + "".join(cell(row.get(c, "")) for c in cols) + "</tr>")
         head = "".join(f"<th>{c}</th>" for c in cols)
-        bold = ' style="font-weight:bold"'
-        body = "".join(
-            f"<tr{bold if r is best else ''}>" + "".join(cell(row(r).get(c, "")) for c in cols)
-            + "</tr>"
-            for r in reversed(runs)
-        )
+        body = "".join(rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -1,4 +1,4 @@
-"""The child behind :func:`labkit.run_capped` (chapter 02; run as a script, never imported).
+"""The child behind :func:`labkit.instruments.run_capped` (chapter 02; run as a script).
 
 Run as a plain file so it does not import the labkit package (and torch with it): its
 start-up footprint, the baseline the cap sits on, stays small. Prints one JSON line.
@@ -10,14 +10,11 @@ import sys
 
 
 def status() -> dict[str, int]:
-    """VmData, RssAnon, RssFile, VmRSS, VmHWM of this process, in bytes."""
-    out = {}
+    """VmData, RssAnon, RssFile and VmHWM of this process, in bytes."""
     with open("/proc/self/status") as f:
-        for line in f:
-            key, _, rest = line.partition(":")
-            if key in ("VmData", "RssAnon", "RssFile", "RssShmem", "VmRSS", "VmHWM"):
-                out[key] = int(rest.split()[0]) * 1024
-    return out
+        rows = [line.split() for line in f]
+    return {r[0][:-1]: int(r[1]) * 1024 for r in rows
+            if r[0] in ("VmData:", "RssAnon:", "RssFile:", "VmHWM:")}
 
 
 def main() -> None:
@@ -27,35 +24,20 @@ def main() -> None:
     base = status()
     cap = base["VmData"] + int(job["headroom"])
     resource.setrlimit(resource.RLIMIT_DATA, (cap, resource.getrlimit(resource.RLIMIT_DATA)[1]))
-    peak = dict(base)
-
-    def sample():
-        for k, v in status().items():
-            peak[k] = max(peak.get(k, 0), v)
-
-    result = {"baseline": base, "cap": cap, "rows": 0, "checksum": 0.0, "error": None}
+    peak, rows, checksum, error, step = dict(base), 0, 0.0, None, int(job["batch_rows"])
     try:
-        if job["how"] == "eager":
-            arr = np.load(job["path"])  # reads every byte into anonymous memory
-            sample()
-            result["rows"] = int(arr.shape[0])
-            result["checksum"] = float(arr[:, 0].sum(dtype=np.float64))
-        else:
-            arr = np.load(job["path"], mmap_mode="r")  # a read-only file mapping
-            step = int(job["batch_rows"])
-            total = 0.0
-            for lo in range(0, arr.shape[0], step):
-                block = np.array(arr[lo:lo + step])  # one batch copied out, then dropped
-                total += float(block[:, 0].sum(dtype=np.float64))
-                result["rows"] += len(block)
-                sample()  # while the batch copy is alive: it is part of the peak
-                del block
-            result["checksum"] = total
+        # eager: np.load reads every byte into anonymous memory; mmap: a read-only file mapping
+        arr = np.load(job["path"], mmap_mode="r" if job["how"] == "mmap" else None)
+        for lo in range(0, arr.shape[0], step):
+            block = np.array(arr[lo:lo + step])  # one batch copied out, then dropped
+            rows, checksum = rows + len(block), checksum + float(block[:, 0].sum(dtype="f8"))
+            peak = {k: max(v, peak[k]) for k, v in status().items()}  # the copy is alive
     except MemoryError as e:
-        result["error"] = f"MemoryError: {e}"
-    sample()
-    result["peak"] = peak
-    print(json.dumps(result))
+        error = f"MemoryError: {e}"
+    print(json.dumps({"baseline_data": base["VmData"], "cap": cap, "rows": rows,
+                      "checksum": checksum, "error": error,
+                      "anon_growth": peak["RssAnon"] - base["RssAnon"],
+                      "peak_file": peak["RssFile"], "peak_rss": peak["VmHWM"]}))
 
 
 if __name__ == "__main__":

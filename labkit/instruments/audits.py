@@ -128,15 +128,11 @@ class Audit:
 def audit(deliveries, expected) -> Audit:
     """Count what each source delivered against the ids that should have come.
 
-    Args:
-        deliveries: a mapping ``source -> ids``, or an iterable of ``(source, ids)`` pairs
-            (ids: an int, a sequence, a numpy array or a tensor; a source may repeat), or a
-            plain iterable of ids (one source, ``"all"``).
-        expected: the number of samples (ids ``0..n-1``) or the expected ids themselves.
-
-    Returns:
-        An :class:`Audit`; ``print(it)`` shows the per-source table. ``shared`` counts a
-        source's deliveries whose id was delivered more than once in total.
+    ``deliveries``: a mapping ``source -> ids``, an iterable of ``(source, ids)`` pairs (ids:
+    an int, a sequence, an array or a tensor; a source may repeat), or plain ids (source
+    ``"all"``). ``expected``: the number of samples (ids ``0..n-1``) or the ids themselves.
+    ``print()`` the :class:`Audit` for the per-source table; ``shared`` counts a source's
+    deliveries whose id was delivered more than once in total.
     """
     if isinstance(deliveries, Mapping):
         pairs: Iterable = deliveries.items()

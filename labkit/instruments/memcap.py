@@ -29,7 +29,6 @@ class CappedRun:
     """What one capped child run did. Sizes in bytes; ``peak_*`` from /proc/<pid>/status."""
 
     how: str
-    path: str
     file_bytes: int
     headroom: int
     baseline_data: int      # VmData after imports, before the cap
@@ -37,19 +36,13 @@ class CappedRun:
     rows: int
     checksum: float
     error: str | None
-    baseline_anon: int      # RssAnon before reading anything
-    peak_anon: int          # RssAnon: private memory the process really holds
+    anon_growth: int        # RssAnon, private memory the read added to the start-up's
     peak_file: int          # RssFile: file pages mapped in, which the kernel may drop
     peak_rss: int           # VmHWM: RSS = anon + file + shmem, at its highest
 
     @property
     def ok(self) -> bool:
         return self.error is None
-
-    @property
-    def anon_growth(self) -> int:
-        """How much private memory the read added on top of the start-up footprint."""
-        return self.peak_anon - self.baseline_anon
 
     def summary(self) -> str:
         mib = 1 << 20
@@ -93,10 +86,5 @@ def run_capped(path, how: str = "mmap", *, headroom: int, batch_rows: int = 256,
         # because the cap was below what Python itself needs)
         raise LabkitError(f"capped {how} read of {path} failed (exit {proc.returncode}): "
                           f"{proc.stderr.strip()[-500:]}")
-    r = json.loads(lines[-1])
-    return CappedRun(
-        how=how, path=str(path), file_bytes=path.stat().st_size, headroom=int(headroom),
-        baseline_data=r["baseline"]["VmData"], cap=r["cap"], rows=r["rows"],
-        checksum=r["checksum"], error=r["error"], baseline_anon=r["baseline"]["RssAnon"],
-        peak_anon=r["peak"]["RssAnon"], peak_file=r["peak"]["RssFile"],
-        peak_rss=r["peak"]["VmHWM"])
+    return CappedRun(how=how, file_bytes=path.stat().st_size, headroom=int(headroom),
+                     **json.loads(lines[-1]))

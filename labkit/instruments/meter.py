@@ -92,11 +92,8 @@ def timed_steps(batches: Iterable, step: Callable[[Any], Any] | None,
 
 def _timed_loop(rest, recv, clock, step, ends, last, sizer):
     """The batches after the first: :func:`timed_steps` with a step, else one hot loop per
-    mode (no per-batch branch), grouped by ``stride`` when batches come < ``FAST_BATCH_S``
-    apart; grouping in C is within noise of ``deque(loader, maxlen=0)``.
-
-    Returns ``(sizes of the batches after the first, last batch, batches seen, stride)``.
-    """
+    mode, grouped by ``stride`` when batches come < ``FAST_BATCH_S`` apart. Returns
+    ``(sizes of the batches after the first, last batch, batches seen, stride)``."""
     sizes: list[int] = []
     rec, size, end = recv.append, sizes.append, ends.append
     if step is not None:

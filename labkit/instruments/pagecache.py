@@ -2,18 +2,21 @@
 
 A "cold" read is only cold if the file's pages are really gone from the page cache.
 :func:`evict_page_cache` asks the kernel to drop them (``posix_fadvise(DONTNEED)``, no root
-needed) and :func:`page_cache_residency` counts how many are still resident (``mincore``
-through ctypes, on Linux and macOS), so a chapter can show the eviction worked instead of
+needed) and counts how many are still resident (``mincore`` through ctypes, on Linux and
+macOS; ``dry_run=True`` counts alone), so a chapter can show the eviction worked instead of
 assuming it. Eviction is Linux's alone (``labkit.facilities``). Introduced in chapter 02.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
+import gc
 import mmap
 import os
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -37,11 +40,6 @@ def _libc():
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     return libc
-
-
-def _paths(paths) -> list[Path]:
-    # a Fixture gives its data files (the manifest is not among them)
-    return source_files(paths, missing_ok=True)
 
 
 def _resident_pages(path: Path) -> tuple[int, int]:
@@ -77,36 +75,35 @@ def page_cache_residency(paths: str | os.PathLike | Iterable | object) -> float:
     Checking does not load anything: ``mincore`` only reports.
     """
     resident = total = 0
-    for p in _paths(paths):
+    for p in source_files(paths, missing_ok=True):  # a Fixture's: its data files
         r, t = _resident_pages(p)
         resident, total = resident + r, total + t
     return resident / total if total else 0.0
 
 
-def evict_page_cache(paths, check: bool = True) -> float:
+def evict_page_cache(paths, check: bool = True, dry_run: bool = False) -> float:
     """Drop the files' pages from the page cache; returns the fraction still resident.
 
+    ``dry_run=True`` drops nothing: the fraction resident now (``mincore``, macOS too).
     Dirty pages are written back first (``fdatasync``), since the kernel only drops clean
     ones. Pages another process has mapped stay (a live ``np.memmap`` or a DataLoader
     worker holding the file), and some filesystems (tmpfs: the file *is* memory) ignore the
     request. With ``check=True`` a warning says so instead of letting a "cold" run be warm.
     """
+    if dry_run:
+        return page_cache_residency(paths)
     require("fadvise")  # NotOnThisOS (an OSError) saying why, on macOS
-    files = _paths(paths)
+    files = source_files(paths, missing_ok=True)
     for p in files:
         fd = os.open(p, os.O_RDONLY)
         try:
-            try:
+            with contextlib.suppress(OSError):  # a read-only filesystem: nothing to write
                 os.fdatasync(fd)
-            except OSError:
-                pass  # a read-only filesystem has nothing dirty to write back
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
     left = page_cache_residency(files)
     if check and left > 0.05:
-        import warnings
-
         warnings.warn(
             f"page-cache eviction incomplete: {left:.0%} of {len(files)} file(s) still "
             "resident (mapped by a live process, or a filesystem such as tmpfs that ignores "
@@ -120,24 +117,18 @@ def measure_cold(make_loader, paths, *, repeats: int = 3, name: str | None = Non
     """:func:`labkit.measure` with the page cache evicted before every pass.
 
     ``make_loader()`` builds a fresh loader (and dataset) per pass: a memory map left over
-    from the previous pass would pin its pages in the cache, and the "cold" pass would be
-    warm. The residency after each eviction goes into the measurement's config. Where the
-    OS cannot evict one file's pages (macOS), it raises :class:`labkit.facilities.NotOnThisOS`
-    before any pass, rather than return a warm run named cold.
+    from the previous pass would pin its pages, and the "cold" pass would be warm. The
+    residency after eviction goes into the config. Without eviction (macOS) it raises
+    :class:`labkit.facilities.NotOnThisOS` before any pass, not a warm run named cold.
     """
-    import gc
-
     require("fadvise")
-
     out = Measurement(name=name or "cold", config=dict(config or {}))
     left = []
     for _ in range(repeats):
         gc.collect()  # drop the previous pass's maps before evicting
         left.append(evict_page_cache(paths))
-        loader = make_loader()
-        m = measure(loader, repeats=1, warmup=0, name=out.name, **measure_kwargs)
+        m = measure(make_loader(), repeats=1, warmup=0, name=out.name, **measure_kwargs)
         out.passes.extend(m.passes)
         out.step = m.step
-        del loader, m
     out.config.update(cache="cold", resident_after_eviction=round(max(left), 3))
     return out

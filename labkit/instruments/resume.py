@@ -94,25 +94,15 @@ def _roundtrip(state):
     return pickle.loads(pickle.dumps(state))
 
 
-def _state_of(loader):
-    return loader.state_dict()
-
-
-def _load_state(loader, state) -> None:
-    loader.load_state_dict(state)
-
-
-def resumed_ids(make: Callable[[], object], breaks=(), *, state_of: Callable = _state_of,
-                load_state: Callable = _load_state, ids_of: Callable = ids_of,
-                record_errors: bool = False, drain: bool = False,
-                after: tuple[list[int], object] | None = None,
+def resumed_ids(make: Callable[[], object], breaks=(), *, state_of: Callable | None = None,
+                load_state: Callable | None = None, ids_of: Callable = ids_of,
+                record_errors: bool = False, after: tuple[list[int], object] | None = None,
                 saved: list | None = None) -> tuple[list[int], str | None]:
     """One way through an epoch, stopped after each of ``breaks`` batches and resumed in a
     fresh loader from the saved state: the ids delivered, in order, and the error a restored
     loader raised (``record_errors``; else it propagates). No breaks: the uninterrupted epoch.
 
-    Each stopped loader is dropped before the next is made (its workers stop; ``drain``
-    first iterates it to its end, for a library whose download threads must finish).
+    Each stopped loader is dropped before the next is made (its workers stop).
     ``saved``, a list, gets ``(ids so far, state)`` at each stop; ``after``, one of those,
     goes on from that stop: the first loader starts from its state (that is resume 1).
     """
@@ -124,7 +114,7 @@ def resumed_ids(make: Callable[[], object], breaks=(), *, state_of: Callable = _
         try:
             loader = make()
             if restored:
-                load_state(loader, state)
+                load_state(loader, state) if load_state else loader.load_state_dict(state)
             it = iter(loader)
             n = 0
             for batch in it:
@@ -133,12 +123,9 @@ def resumed_ids(make: Callable[[], object], breaks=(), *, state_of: Callable = _
                 if stop is not None and n == stop:
                     break
             if stop is not None:
-                state = _roundtrip(state_of(loader))
+                state = _roundtrip(state_of(loader) if state_of else loader.state_dict())
                 if saved is not None:
                     saved.append((list(out), state))
-                if drain:
-                    for _ in it:
-                        pass
         except Exception as e:
             if not (record_errors and restored):
                 raise
@@ -158,20 +145,16 @@ def resumed_ids(make: Callable[[], object], breaks=(), *, state_of: Callable = _
 
 
 def resume_trial(make: Callable[[], object], stops=(3, 2), *, name: str = "loader",
-                 state_of: Callable = _state_of, load_state: Callable = _load_state,
+                 state_of: Callable | None = None, load_state: Callable | None = None,
                  ids_of: Callable = ids_of, record_errors: bool = False) -> ResumeTrial:
     """Run an epoch uninterrupted, resumed once, resumed twice; count lost/duplicated samples.
 
-    Args:
-        make: returns a fresh loader (a new "process" after a restart): an iterable of
-            batches that has state (``StatefulDataLoader``, an HF ``IterableDataset``).
-        stops: batches before each interruption: ``(3, 2)`` stops after batch 3 (resumed
-            once), and for resumed twice also 2 batches after the first resume.
-        state_of, load_state: how to save and restore (default: the loader's own
-            ``state_dict`` / ``load_state_dict``).
-        ids_of: sample ids of a batch.
-        record_errors: when a restored loader raises, record the error in its row (the
-            samples it never delivered count as lost) instead of raising.
+    ``make()`` returns a fresh loader with state (a restart: ``StatefulDataLoader``, an HF
+    ``IterableDataset``). ``stops=(3, 2)`` stops after batch 3 (resumed once), and for
+    resumed twice also 2 batches after the first resume. ``state_of``/``load_state`` save and
+    restore (default: the loader's ``state_dict``/``load_state_dict``); ``ids_of(batch)``.
+    ``record_errors``: a restored loader's error goes in its row (what it never delivered is
+    lost) instead of being raised.
     """
     def run(breaks, **kw) -> tuple[list[int], str | None]:
         return resumed_ids(make, breaks, state_of=state_of, load_state=load_state,

@@ -21,45 +21,6 @@ from collections.abc import Callable
 import numpy as np
 
 
-def _positions(order) -> np.ndarray:
-    order = np.asarray(list(order), dtype=np.int64)
-    if order.size == 0:
-        raise ValueError("an empty order has no shuffle quality")
-    # rank of each delivered id among all delivered ids = its stored position
-    return np.argsort(np.argsort(order, kind="stable"), kind="stable")
-
-
-def displacement(order) -> float:
-    """Mean distance between delivered and stored position, as a fraction of ``n``."""
-    stored = _positions(order)
-    return float(np.abs(stored - np.arange(stored.size)).mean() / stored.size)
-
-
-def rank_correlation(order) -> float:
-    """Spearman's rho between delivered and stored position (1: unshuffled)."""
-    stored = _positions(order).astype(np.float64)
-    n = stored.size
-    if n < 2:
-        return 1.0
-    d = stored - np.arange(n)
-    return float(1 - 6 * (d ** 2).sum() / (n * (n ** 2 - 1)))
-
-
-def same_shard_neighbours(order, shard_of) -> float:
-    """Share of consecutive pairs from the same shard; ``shard_of(id) -> shard``."""
-    shards = np.array([shard_of(int(i)) for i in order])
-    if shards.size < 2:
-        return 1.0
-    return float((shards[1:] == shards[:-1]).mean())
-
-
-def expected_same_shard(shard_sizes) -> float:
-    """Same-shard neighbour share of a full random permutation (sampling without replacement)."""
-    s = np.asarray(shard_sizes, dtype=np.float64)
-    n = s.sum()
-    return float((s * (s - 1)).sum() / (n * (n - 1)))
-
-
 def shard_of_bounds(first_ids) -> Callable[[int], int]:
     """``shard_of`` for shards holding consecutive ids starting at ``first_ids`` (sorted).
 
@@ -71,12 +32,21 @@ def shard_of_bounds(first_ids) -> Callable[[int], int]:
 
 
 def shuffle_quality(order, shard_of=None, shard_sizes=None) -> dict:
-    """All three measures of one delivered order (see the module docstring)."""
-    order = list(order)
-    out = {"samples": len(order), "displacement": displacement(order),
-           "rank_correlation": rank_correlation(order)}
+    """The three measures of one delivered order (the module docstring); ``shard_of(id) ->
+    shard``; ``shard_sizes`` adds ``same_shard_if_permuted``, a full permutation's share."""
+    order = np.asarray(list(order), dtype=np.int64)
+    n = order.size
+    if n == 0:
+        raise ValueError("an empty order has no shuffle quality")
+    # rank of each delivered id among all delivered ids = its stored position
+    moved = np.argsort(np.argsort(order, kind="stable"), kind="stable") - np.arange(n)
+    rho = 1 - 6 * (moved.astype(np.float64) ** 2).sum() / (n * (n ** 2 - 1)) if n > 1 else 1.0
+    out = {"samples": n, "displacement": float(np.abs(moved).mean() / n),
+           "rank_correlation": float(rho)}
     if shard_of is not None:
-        out["same_shard_neighbours"] = same_shard_neighbours(order, shard_of)
-    if shard_sizes is not None:
-        out["same_shard_if_permuted"] = expected_same_shard(shard_sizes)
+        shards = np.array([shard_of(int(i)) for i in order])
+        out["same_shard_neighbours"] = float((shards[1:] == shards[:-1]).mean()) if n > 1 else 1.0
+    if shard_sizes is not None:   # sampling without replacement
+        s = np.asarray(shard_sizes, dtype=np.float64)
+        out["same_shard_if_permuted"] = float((s * (s - 1)).sum() / (s.sum() * (s.sum() - 1)))
     return out

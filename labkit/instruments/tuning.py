@@ -17,14 +17,14 @@ from ..facilities import usable_cores
 
 
 class WorkDataset(Dataset):
-    """``n`` samples that each cost ``ms`` milliseconds: ``"busy"`` spins on CPU time (holds
-    the GIL, like a decode), ``"sleep"`` waits without a core. Sample ``i``: ``(features, i)``."""
+    """``n`` samples of known cost: each takes ``ms`` milliseconds, spinning on the CPU
+    ("busy", like a decode: it holds the GIL) or sleeping ("sleep", like storage). Sample
+    ``i``: ``(features, i)``. Chapter 09's ``workload.py``, its inputs checked."""
 
     def __init__(self, n: int, ms: float = 5.0, kind: str = "busy", features: int = 64):
         if kind not in ("busy", "sleep"):
             raise ValueError(f"kind must be 'busy' or 'sleep', not {kind!r}")
-        self.n, self.seconds, self.kind = int(n), ms / 1e3, kind
-        self.row = torch.zeros(features)
+        self.n, self.seconds, self.kind, self.row = int(n), ms / 1e3, kind, torch.zeros(features)
 
     def __len__(self) -> int:
         return self.n
@@ -34,9 +34,7 @@ class WorkDataset(Dataset):
             raise IndexError(i)
         if self.kind == "sleep":
             time.sleep(self.seconds)
-        else:
-            # CPU time, not wall time: a worker the scheduler takes off its core must not
-            # get its sample for free (with more workers than cores it would, on a wall clock)
+        else:   # CPU time, not wall time: a worker taken off its core gets no sample for free
             deadline = time.thread_time() + self.seconds
             while time.thread_time() < deadline:
                 pass

@@ -81,11 +81,6 @@ def make_sizer(first_batch: Any) -> Callable[[Any], int]:
     return sizer
 
 
-def batch_len(batch: Any) -> int:
-    """Number of samples in ``batch`` (unspecialised, for occasional use)."""
-    return make_sizer(batch)(batch)
-
-
 def _leaves(batch: Any) -> Iterator[Any]:
     """What ``batch`` holds below its mappings, tuples and lists (arrays, tensors, bytes, ...)."""
     if isinstance(batch, Mapping):
@@ -114,18 +109,3 @@ def batch_tensors(batch: Any) -> int:
     """How many torch tensors ``batch`` holds (recursive): a worker hands each one over to
     the loop as a shared-memory segment of its own (the meter, ch. 13)."""
     return sum(isinstance(leaf, torch.Tensor) for leaf in _leaves(batch))
-
-
-def to_device(batch, device, non_blocking: bool = True, pin: bool = True):
-    """``batch`` (tensors in tuples, lists, dicts) moved to ``device``, pinning CPU tensors
-    (a ``non_blocking`` copy is only asynchronous from pinned memory)."""
-    if isinstance(batch, torch.Tensor):
-        if pin and batch.device.type == "cpu" and not batch.is_pinned():
-            batch = batch.pin_memory()
-        return batch.to(device, non_blocking=non_blocking)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device, non_blocking, pin) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        moved = [to_device(v, device, non_blocking, pin) for v in batch]
-        return type(batch)(moved) if isinstance(batch, list) else tuple(moved)
-    return batch
