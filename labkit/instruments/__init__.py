@@ -9,7 +9,6 @@ from __future__ import annotations
 from ..lazy import lazy_names
 
 __all__, __getattr__, __dir__ = lazy_names(__name__, {
-    "run_capped": "memcap",
     "shard_of_bounds": "shuffling",
     "shuffle_quality": "shuffling",
 })
