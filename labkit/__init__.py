@@ -19,8 +19,8 @@ module importing only its own layer or the one before, at the top of the file
    ``display`` (dashboard, plots), ``records`` (checkpoint, machine).
 2. What is left of a chapter's own topic, where it is an instrument: ``tokens`` (11: the
    corpus fixture), ``formats`` (12: the bake-off's LMDB/HDF5 rows), ``profiling`` (13b: the
-   per-batch timeline ``labkit diagnose`` draws), ``objstore`` (14: the object-store systems' checks),
-   ``media`` (15: the video and audio fixtures, the decoder checks).
+   per-batch timeline ``labkit diagnose`` draws), ``objstore`` (14: the object-store systems'
+   checks), ``media`` (15: the video and audio fixtures, the decoder checks).
 
 The tools are not here: ``labkit_tools`` (the ``labkit`` command, ``labkit run``, the report,
 the named benchmarks, ``labkit doctor``, ``labkit diagnose``) imports labkit, never the other
