@@ -53,28 +53,6 @@ def test_nvjpeg_timing_holds_the_decode_calls_alone(monkeypatch):
     assert r["images"] == 5 and r["samples_per_s"] > 0
 
 
-def test_dali_timing_is_one_clock_without_the_prefetched_batches(monkeypatch):
-    """Review 10-F4: DALI works ``prefetch_queue_depth`` batches ahead, so short trials timed
-    one after another inherit each other's batches. steady_rate warms up one pass, times
-    all passes under one clock, and takes the batches ready at the start off the count."""
-    from labkit.instruments import timer
-    from labkit.instruments.timer import steady_rate
-
-    passes_started = []
-
-    class Loader:   # a loader of 3 batches of 4, that counts its passes
-        def __iter__(self):
-            passes_started.append(len(passes_started))
-            return iter([[0] * 4] * 3)
-
-    syncs = []   # no CUDA here: the device wait is counted instead
-    monkeypatch.setattr(timer, "_cuda_sync", lambda sync: lambda: syncs.append(sync))
-    r = steady_rate(Loader(), passes=2, prefetched=8, sync="cuda")
-    assert passes_started == [0, 1, 2]          # one warm-up pass, then the two timed
-    assert r["images"] == 2 * 3 * 4 - 8          # the 8 prefetched ones are not counted
-    assert len(syncs) == 2 and r["samples_per_s"] > 0   # the device waited for at both ends
-
-
 @pytest.mark.gpu(probe="gpu_decode")  # skipped, with the reason, where it cannot run
 def test_nvjpeg_matches_cpu_decode(ci_fixture):
     files = ci_fixture("images").file_list(".jpg")[:16]

@@ -1,4 +1,4 @@
-"""The timers: best-of-N, and one clock for a loader that works ahead (ch. 01-07, 09-15; bench).
+"""The timer: best-of-N (ch. 01-07, 09-15; bench).
 
 Noise on a shared machine only adds time, so the fastest trial estimates the work's own cost
 (timeit's reasoning); ``sync="cuda"`` waits for queued kernels at both ends of the clock.
@@ -79,24 +79,3 @@ def best_of(fn: Callable[[], object], repeats: int = 3, warmup: int = 1, sync=No
             wait()
         trials.append(now() - t0)
     return Timing(tuple(trials))
-
-
-def steady_rate(loader, passes: int, prefetched: int = 0, count=len, sync=None) -> dict:
-    """Samples/s of ``passes`` back-to-back passes over a loader that works ahead (chapter
-    10b's DALI), one clock for all, after a warm-up pass; ``prefetched`` samples are taken
-    off the count (they were ready before the clock started)."""
-    wait = _cuda_sync(sync)
-    for _ in loader:   # warm-up: the decoder's state, the first epoch's start-up
-        pass
-    if wait:
-        wait()
-    n = 0
-    start = time.perf_counter()
-    for _ in range(passes):
-        for batch in loader:
-            n += count(batch)
-    if wait:
-        wait()
-    seconds = time.perf_counter() - start
-    n = max(n - prefetched, 0)
-    return {"images": n, "seconds": seconds, "samples_per_s": n / seconds}
