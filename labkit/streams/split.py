@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from torch.utils.data import IterableDataset
+from torch.utils.data import IterableDataset, get_worker_info
 
 from ..records.table import text_table
 
@@ -33,8 +33,6 @@ class Place(NamedTuple):
     @property
     def source(self) -> str:
         """Who delivers, as audits print it: ``main``, ``worker1``, ``rank1/worker0``..."""
-        from torch.utils.data import get_worker_info
-
         where = "main" if get_worker_info() is None else f"worker{self.worker}"
         return where if self.world_size == 1 else f"rank{self.rank}/{where}"
 
@@ -42,8 +40,6 @@ class Place(NamedTuple):
 def current_split(rank: int | None = None, world_size: int | None = None) -> Place:
     """``(rank, world_size, worker, num_workers)`` of the calling code: the ranks given, else
     ``torch.distributed``'s, else torchrun's ``RANK``/``WORLD_SIZE``, else one process."""
-    from torch.utils.data import get_worker_info
-
     if rank is None or world_size is None:
         import torch.distributed as dist
 
@@ -68,11 +64,10 @@ def assign(items: int, rank: int, world_size: int, worker: int, num_workers: int
 
 
 class SplitStream(IterableDataset):
-    """The base of every stream split over rank x worker (chapters 03-08).
+    """The base of every stream split over rank x worker: ``__iter__`` reads its :meth:`share`.
 
-    In ``__iter__`` a subclass asks :meth:`place`, :meth:`share` (its units in this epoch's
-    order, a function of ``(seed, epoch)``) and :meth:`rng`. ``split``: ``"rank_worker"``,
-    ``"worker"`` (every rank reads everything) or ``"none"`` (every copy does: the trap).
+    ``split``: ``"rank_worker"``, ``"worker"`` (every rank reads everything) or ``"none"``
+    (every copy does: the trap).
     """
 
     splits: tuple[str, ...] = ("rank_worker", "worker", "none")
@@ -99,8 +94,7 @@ class SplitStream(IterableDataset):
         return np.random.default_rng([self.seed, self.epoch, *salt])
 
     @property
-    def shuffled(self) -> bool:
-        """Whether :meth:`order` permutes the units (a seed was given)."""
+    def shuffled(self) -> bool:  # a seed permutes the units
         return self.seed is not None
 
     def order(self, units: int) -> list[int]:
@@ -112,13 +106,11 @@ class SplitStream(IterableDataset):
     def share(self, units: int, place: Place | None = None) -> list[int]:
         """The units ``place`` (default: here) reads this epoch, in order."""
         order = self.order(units)
+        if self.split == "none":
+            return order
         p = self.place() if place is None else place
-        if self.split == "rank_worker":
-            return [order[i] for i in assign(units, p.rank, p.world_size, p.worker,
-                                             p.num_workers)]
-        if self.split == "worker":
-            return [order[i] for i in assign(units, 0, 1, p.worker, p.num_workers)]
-        return order
+        rank, world = (p.rank, p.world_size) if self.split == "rank_worker" else (0, 1)
+        return [order[i] for i in assign(units, rank, world, p.worker, p.num_workers)]
 
 
 @dataclass(frozen=True)
