@@ -42,9 +42,10 @@ def open_array(path: str | os.PathLike, dtype=None, shape=None) -> np.ndarray:
     dtype, shape = np.dtype(dtype), tuple(int(s) for s in shape)
     expected = offset + int(np.prod(shape)) * dtype.itemsize
     if actual != expected:
-        raise DataFormatError(
-            f"{path}: {actual} bytes, expected {expected} for {dtype} {shape}"
-            f"{' (its header)' if npy else ''}; a truncated file, or the wrong dtype/shape")
+        raise DataFormatError(f"{path}: {actual} bytes, " + (
+            f"but its header says {dtype} {shape} ({expected} bytes); the file is truncated "
+            "or was overwritten" if npy else f"expected {expected} for {dtype} {shape}; wrong "
+            "dtype/shape, or a truncated file"))
     return np.memmap(path, dtype=dtype, mode="r", shape=shape, offset=offset, order=order)
 
 
@@ -53,12 +54,10 @@ class NpyFilesDataset(Dataset):
 
     def __init__(self, fixture_or_folder):
         meta = getattr(fixture_or_folder, "meta", {})
-        self.files = source_files(fixture_or_folder, ".npy", missing_ok=True)
+        self.files = source_files(fixture_or_folder, ".npy")
         dtype, shape = meta.get("dtype"), meta.get("sample_shape")
         self.dtype = np.dtype(dtype) if dtype else None
         self.shape = tuple(shape) if shape else None
-        if not self.files:
-            raise DataFormatError(f"{fixture_or_folder}: no .npy files")
 
     def __len__(self) -> int:
         return len(self.files)
@@ -126,8 +125,7 @@ class MemmapBatches(_Lazy):
         self.batch_size, self.drop_last = int(batch_size), drop_last
 
     def __len__(self) -> int:
-        full, rest = divmod(self.rows, self.batch_size)
-        return full + (1 if rest and not self.drop_last else 0)
+        return self.rows // self.batch_size if self.drop_last else -(-self.rows // self.batch_size)
 
     def __getitem__(self, b: int):
         if not 0 <= b < len(self):

@@ -99,19 +99,15 @@ def load_specs(spec_path: str | Path | None = None) -> dict[str, dict]:
     try:
         raw = tomllib.loads(spec_path.read_text())
     except FileNotFoundError:
-        raise FixtureError(
-            f"fixture spec file {spec_path} not found; run from a clone of the kit "
-            "(pip install -e .) or set LABKIT_SPECS"
-        ) from None
+        raise FixtureError(f"fixture spec file {spec_path} not found; run from a clone of the "
+                           "kit (pip install -e .) or set LABKIT_SPECS") from None
     except tomllib.TOMLDecodeError as e:
         raise FixtureError(f"fixture spec file {spec_path} is not valid TOML: {e}") from None
     for name, spec in raw.items():
         kind = spec.get("kind")
         if writer_for(kind) is None:
-            raise FixtureError(
-                f"{spec_path}: fixture {name!r} has kind {kind!r}; known kinds: "
-                f"{', '.join(sorted({*WRITERS, *CHAPTER_KINDS}))}"
-            )
+            raise FixtureError(f"{spec_path}: fixture {name!r} has kind {kind!r}; known kinds: "
+                               f"{', '.join(sorted({*WRITERS, *CHAPTER_KINDS}))}")
         missing = [s for s in SCALES if s not in spec]
         if missing:
             raise FixtureError(f"{spec_path}: fixture {name!r} has no sizes for {missing}")
@@ -128,9 +124,7 @@ def load_specs(spec_path: str | Path | None = None) -> dict[str, dict]:
 
 def resolve_spec(spec: dict, scale: str) -> dict:
     """The spec with the scale's table merged over the shared fields."""
-    out = {k: v for k, v in spec.items() if k not in SCALES}
-    out.update(spec[scale])
-    return out
+    return {**{k: v for k, v in spec.items() if k not in SCALES}, **spec[scale]}
 
 
 def _spec_hash(spec: dict) -> str:
@@ -170,8 +164,7 @@ def _generate(name: str, spec: dict, scale: str, dest: Path, progress: bool) -> 
         for p in sorted(q for q in tmp.rglob("*") if q.is_file()):
             st = p.stat()
             files[p.relative_to(tmp).as_posix()] = {
-                "bytes": st.st_size, "sha256": sha256_file(p), "mtime_ns": st.st_mtime_ns,
-            }
+                "bytes": st.st_size, "sha256": sha256_file(p), "mtime_ns": st.st_mtime_ns}
         seconds = time.perf_counter() - t0
         nbytes = sum(f["bytes"] for f in files.values())
         manifest = {
@@ -179,8 +172,7 @@ def _generate(name: str, spec: dict, scale: str, dest: Path, progress: bool) -> 
             "spec_hash": _spec_hash(spec), "generator": GENERATOR_VERSION,
             "samples": samples, "meta": meta, "files": files, "digest": _digest(files),
             "generate_s": round(seconds, 4),
-            "write_mb_per_s": round(nbytes / 1e6 / max(seconds, 1e-9), 2),
-        }
+            "write_mb_per_s": round(nbytes / 1e6 / max(seconds, 1e-9), 2)}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -233,8 +225,7 @@ def fixture(name: str, scale: str | None = None, *, repair: bool = False,
     specs = load_specs()
     if name not in specs:
         raise FixtureError(
-            f"no fixture named {name!r} in {paths.specs_file()}; known: {', '.join(specs)}"
-        )
+            f"no fixture named {name!r} in {paths.specs_file()}; known: {', '.join(specs)}")
     spec = resolve_spec(specs[name], scale)
     folder = paths.data_dir() / scale
     dest = folder / name

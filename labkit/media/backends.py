@@ -51,10 +51,7 @@ def _torchcodec_status() -> tuple[bool, str]:
 
 @check("ffmpeg")
 def _ffmpeg_status() -> tuple[bool, str]:
-    """Whether FFmpeg's libraries are usable by torchcodec (the chapter's main decoder).
-
-    The ``ffmpeg`` command itself is not needed; its presence is reported as a hint.
-    """
+    """Whether torchcodec can use FFmpeg's libraries (the ``ffmpeg`` command: a hint only)."""
     ok, reason = _torchcodec_status()
     cli = shutil.which("ffmpeg")
     return ok, reason + (f"; ffmpeg command: {cli}" if cli else "; no ffmpeg command on PATH")
@@ -131,8 +128,7 @@ def _short(e: BaseException) -> str:
 
 @check("media_gpu")
 def _media_gpu_status(device=None) -> tuple[bool, str]:
-    """``(True, detail)`` if torchcodec can decode on a CUDA device (NVDEC): a test decode
-    on the device ran (:func:`_cuda_decode_probe`); else ``(False, why and what to install)``."""
+    """``(True, detail)`` if a test decode ran on a CUDA device (NVDEC), else why not."""
     ok, reason = status("cuda", device=device)
     if not ok:
         return False, f"NVDEC decode needs a CUDA GPU: {reason}"

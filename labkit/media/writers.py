@@ -51,13 +51,10 @@ def encode_video(path_or_file, frames: int, width: int, height: int, fps: int, g
                  seed: int = 0, crf: int = 20) -> None:
     """Write ``frames`` synthetic frames as H.264 (yuv420p) in mp4, a keyframe every ``gop``.
 
-    ``scenecut=0`` and ``min-keyint=gop`` keep x264 from adding keyframes of its own, so the
-    keyframe interval is exactly what the chapter says it is. ``no-mbtree``: with x264's
-    macroblock-tree rate control on, one thread, the same frames and settings gave different
-    bytes in about one process in three here (P/B-frame videos only; intra-only ones always
-    matched), and always the same bytes once address layout and hash seed were fixed
-    (``setarch -R``, ``PYTHONHASHSEED=0``): the encoder reads memory whose contents depend on
-    the process. Without mbtree, 20 of 20 processes gave the same bytes (issue 22).
+    ``scenecut=0`` and ``min-keyint=gop``: no keyframes but the chapter's. ``mbtree=0``: with
+    x264's macroblock-tree rate control, the same frames gave other bytes in about one process
+    in three (it reads memory whose contents depend on the process); without, 20 of 20 matched
+    (issue 22).
     """
     import av
 

@@ -58,10 +58,12 @@ def index_shard(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
     except tarfile.ReadError as e:
         # "unexpected end of data": tarfile found a member whose bytes run past the end
         if last is not None and last.offset_data + last.size > size:
+            whole = sum(all(o + n <= size for o, n in members.values())
+                        for members in samples.values())  # every member inside the file
             raise DataFormatError(
                 f"{path}: the shard is truncated ({size} bytes, member {last.name} needs "
-                f"{last.offset_data + last.size}); {_whole(samples, size)} samples readable "
-                "before the cut") from None
+                f"{last.offset_data + last.size}); {whole} samples readable before the cut"
+            ) from None
         raise DataFormatError(f"{path}: not a readable tar shard ({e})") from None
     except tarfile.TarError as e:
         raise DataFormatError(f"{path}: not a readable tar shard ({e})") from None
@@ -70,11 +72,6 @@ def index_shard(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
                               f"end-of-archive blocks need {end + 1024}); {len(samples)} "
                               "samples readable before the cut")
     return list(samples.items())
-
-
-def _whole(samples: dict, size: int) -> int:
-    """How many samples have every member inside the first ``size`` bytes."""
-    return sum(all(o + n <= size for o, n in members.values()) for members in samples.values())
 
 
 class TarShardStream(SplitStream):

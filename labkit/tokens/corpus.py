@@ -114,12 +114,9 @@ def open_tokens(source, *, dtype=None, vocab: int | None = None, offsets=None,
                 check_ids: bool = True) -> TokenCorpus:
     """Map a flat token file and check it against its index; errors name the file and offset.
 
-    ``source``: a ``corpus`` fixture (the rest is read from its manifest), or a flat token
-    file's path (then give ``vocab``; ``dtype`` defaults to :func:`token_dtype`). ``offsets``:
+    ``source``: a ``corpus`` fixture, or a token file's path (then give ``vocab``). ``offsets``:
     the document index (an array or a ``.npy`` path; default the fixture's, or one document).
-    ``check_ids`` scans every id once for ``id >= vocab`` (another tokenizer or dtype).
-    Raises :class:`~labkit.DataFormatError` for a size that is not whole tokens, an index
-    that decreases or points past the end, or an id outside the vocabulary.
+    ``check_ids`` scans every id once for ``id >= vocab``.
     """
     sources, eos, names = None, 0, ()
     if hasattr(source, "manifest"):  # a Fixture
