@@ -272,7 +272,5 @@ def format_fixture_table(fixtures) -> str:
              fx.manifest["write_mb_per_s"]] for fx in fixtures]
     rows.append(["total", None, sum(f.files for f in fixtures), None,
                  sum(fx.nbytes for fx in fixtures) / 1e6, None])
-    lines = [text_table({"fixture": "<", "status": "<", "files": ">", "samples": ">",
-                         "MB": ">.1f", "gen MB/s": ">.0f"}, rows)]
-    lines.append(f"(cache: {paths.data_dir()})")
-    return "\n".join(lines)
+    return text_table({"fixture": "<", "status": "<", "files": ">", "samples": ">",
+                       "MB": ">.1f", "gen MB/s": ">.0f"}, rows) + f"\n(cache: {paths.data_dir()})"

@@ -81,11 +81,8 @@ def file_bytes(paths) -> list[bytes]:
 
 
 def fastest_decoder(blobs: list[bytes], rounds: int = 2) -> tuple[str, dict[str, float]]:
-    """The decoder with the most images/s on one core over ``blobs`` (best of ``rounds``).
-
-    Returns ``(name, {decoder: images/s})`` for every decoder that imports here: the rates'
-    keys are the decoders a chapter can choose from.
-    """
+    """``(fastest, {decoder: images/s})`` on one core over ``blobs`` (best of ``rounds``), for
+    every decoder that imports here: the decoders a chapter can choose from."""
     rates = {}
     for name in available_decoders():
         # the warm-up round takes imports and cold caches out of the figure

@@ -1,9 +1,8 @@
 """The media fixtures' writers: H.264 videos and audio files, plus WebDataset shards (ch. 15).
 
-Registered as kinds ``video`` and ``audio``. Videos are encoded with PyAV (its wheels carry
-FFmpeg with libx264: no system FFmpeg needed), one thread, fixed x264 settings: the same
-bytes for the same PyAV/x264 build (``portable = False``). Every file is also packed into
-WebDataset-style tar shards (one file and a ``.json`` per sample).
+Kinds ``video`` and ``audio``. PyAV's wheels carry FFmpeg with libx264 (no system FFmpeg),
+so the bytes are the same for the same PyAV build. Every file is also packed into tar shards
+(one file and a ``.json`` per sample).
 """
 
 from __future__ import annotations
@@ -18,10 +17,8 @@ import numpy as np
 
 from ..data.writers import Writer, register_writer, shard_bounds, tar_add
 
-# Each frame carries its index as a 16-bit counter: a 2 x 8 grid of black/white cells in its
-# top quarter (chapter 15 reads it back from the decoded pixels). The cells are large and far
-# from mid-grey, so they survive H.264, a reduced decode size and colour conversion; below
-# them, stripes and a square move with the frame index, for the encoder to predict.
+# Each frame carries its index as a 16-bit counter, a 2 x 8 grid of cells in its top quarter
+# that chapter 15 reads back: large and far from mid-grey, they survive H.264 and resizing.
 BITS = 16
 _LOW, _HIGH = 24, 232  # far from the 128 threshold, inside YUV's limited range
 
@@ -119,8 +116,7 @@ class VideoWriter(Writer):
 
 
 def synth_audio(kind: str, sample_rate: int, seconds: float, seed: int) -> np.ndarray:
-    """A mono float32 waveform in [-1, 1]: ``tone`` (a chord that steps every second),
-    ``noise`` (white) or ``bursts`` (speech-like: noisy voiced bursts ~4 per second)."""
+    """A mono float32 waveform in [-1, 1]: ``tone``, ``noise`` or ``bursts`` (speech-like)."""
     n = int(round(sample_rate * seconds))
     t = np.arange(n) / sample_rate
     rng = np.random.default_rng(seed)

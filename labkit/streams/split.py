@@ -1,8 +1,7 @@
 """Who reads what: rank x worker splitting, one base for every stream (chapters 03-08).
 
-The *global worker* ``g = rank * num_workers + worker`` of ``world_size * num_workers`` takes
-items ``g, g + total, ...``: :class:`SplitStream` is that rule with a per-epoch seeded order
-(``labkit.streams.tarshards`` adds the shuffle buffer and exact resume).
+The global worker ``g = rank * num_workers + worker`` of ``world_size * num_workers`` takes
+items ``g, g + total, ...`` of the epoch's order (:func:`assign`).
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ class Place(NamedTuple):
     num_workers: int
 
     @property
-    def slot(self) -> int:
-        """The global worker ``rank * num_workers + worker``."""
+    def slot(self) -> int:  # the global worker
         return self.rank * self.num_workers + self.worker
 
     @property
@@ -81,12 +79,10 @@ class SplitStream(IterableDataset):
         self.split, self.seed, self.rank, self.world_size = split, seed, rank, world_size
         self.epoch = 0
 
-    def set_epoch(self, epoch: int) -> None:
-        """A new shuffle per epoch (the same one in every copy); call before each epoch."""
+    def set_epoch(self, epoch: int) -> None:  # a new order per epoch, the same in every copy
         self.epoch = int(epoch)
 
-    def place(self) -> Place:
-        """Where this copy runs now (call it in ``__iter__``: workers differ)."""
+    def place(self) -> Place:  # where this copy runs now (in ``__iter__``: workers differ)
         return current_split(self.rank, self.world_size)
 
     def rng(self, *salt: int) -> np.random.Generator:
@@ -129,12 +125,11 @@ class ShardPlan:
         return [src for src, s in self.assignment.items() if not s]
 
     def table(self) -> str:
-        lines = [text_table({"source": "<", self.unit: "<"},
-                            [[src, ", ".join(map(str, s)) if s else "(idle)"]
-                             for src, s in self.assignment.items()])]
-        lines.append(f"{self.shards} {self.unit} over {self.world_size} rank(s) x "
-                     f"{self.num_workers} worker(s): {len(self.idle)} idle")
-        return "\n".join(lines)
+        return text_table({"source": "<", self.unit: "<"},
+                          [[src, ", ".join(map(str, s)) if s else "(idle)"]
+                           for src, s in self.assignment.items()]) + (
+            f"\n{self.shards} {self.unit} over {self.world_size} rank(s) x "
+            f"{self.num_workers} worker(s): {len(self.idle)} idle")
 
     __str__ = table
 

@@ -8,6 +8,7 @@ computed before any byte is read: a checkpoint needs only how many samples each 
 from __future__ import annotations
 
 import io
+import itertools
 import tarfile
 from pathlib import Path
 
@@ -144,17 +145,10 @@ class TarShardStream(SplitStream):
             yield sample
 
     def _reads(self, positions):
-        current, fh = None, None  # one shard open at a time
-        try:
-            for s, k in positions:
-                if s != current:
-                    if fh is not None:
-                        fh.close()
-                    current, fh = s, open(self.shards[s], "rb")
-                yield self._read(s, k, fh)
-        finally:
-            if fh is not None:
-                fh.close()
+        for s, group in itertools.groupby(positions, key=lambda p: p[0]):  # one shard open
+            with open(self.shards[s], "rb") as fh:
+                for _, k in group:
+                    yield self._read(s, k, fh)
 
     def fingerprint(self) -> dict:
         """What must match for a state to apply."""

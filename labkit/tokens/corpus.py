@@ -83,11 +83,8 @@ def train_tokenizer(texts, vocab: int, sample_docs: int | None = None):
 
 @dataclass(frozen=True)
 class TokenCorpus:
-    """A flat token file mapped read-only, with its document index (chapter 11).
-
-    ``tokens[offsets[d]:offsets[d + 1]]`` is document ``d`` (its last id is ``eos``);
-    ``sources[d]`` indexes ``source_names``.
-    """
+    """A flat token file mapped read-only: document ``d`` is ``tokens[offsets[d]:offsets[d + 1]]``
+    (its last id ``eos``), from source ``source_names[sources[d]]`` (chapter 11)."""
 
     path: Path
     tokens: np.ndarray   # np.memmap, read-only
@@ -102,8 +99,7 @@ class TokenCorpus:
         return len(self.offsets) - 1
 
     @property
-    def lengths(self) -> np.ndarray:
-        """Tokens per document (end-of-text included)."""
+    def lengths(self) -> np.ndarray:  # tokens per document, end-of-text included
         return np.diff(self.offsets)
 
     def document(self, d: int) -> np.ndarray:
