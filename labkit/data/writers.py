@@ -1,7 +1,6 @@
 """Format writers behind :mod:`labkit.data.fixtures`, one class per fixture kind (ch. 00-14).
 
-Each turns a resolved spec into files and returns ``(meta, samples)``; content is seeded, so
-identical everywhere, except bytes a third-party encoder writes (not ``portable``).
+Each turns a resolved spec into files and returns ``(meta, samples)``; the content is seeded.
 """
 
 from __future__ import annotations

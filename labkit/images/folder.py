@@ -62,8 +62,7 @@ class ImageFolderDataset(Dataset):
             raise DataFormatError(f"{self.path(i)}: cannot read sample {self.rows[i][0]} "
                                   f"({e})") from None
 
-    def decode(self, i: int, data: bytes) -> np.ndarray:
-        """Decode sample ``i``'s bytes; a failure names the file."""
+    def decode(self, i: int, data: bytes) -> np.ndarray:  # a failure names the file
         try:
             return decode_jpeg(data, self.decoder)
         except Exception as e:  # each decoder fails its own way: OSError, ValueError, ...

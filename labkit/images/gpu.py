@@ -41,9 +41,8 @@ def _requires(dist: str, modules: tuple[str, ...], install: str, device=None,
 
 @functools.cache
 def _nvjpeg(device: str):
-    """``(library, decode)`` for nvJPEG on ``device``, or ``(None, why not)``, once per
-    device. torchcodec's ``decode_jpeg`` first: a 16x16 JPEG made here, decoded there (a CPU
-    build or a torchcodec before 0.16 cannot); torchvision's if that fails."""
+    """``(library, decode)`` for nvJPEG on ``device``, or ``(None, why not)``: torchcodec's if
+    it decodes a 16x16 JPEG there, else torchvision's."""
     try:
         import torch
         from PIL import Image

@@ -1,8 +1,7 @@
 """Which media decoders can run here, and why not: FFmpeg, torchcodec, PyAV, SPDL, GPU (ch. 15).
 
 torchcodec and SPDL load the system's FFmpeg libraries; PyAV's wheels carry their own. Each
-check (``lk.status("ffmpeg")``, ...) returns ``(ok, reason)`` and never raises. A missing
-FFmpeg is a skip on a learner's machine and a failure under ``CI=true`` (tests/conftest.py).
+check (``lk.status("ffmpeg")``, ...) returns ``(ok, reason)`` and never raises.
 """
 
 from __future__ import annotations
@@ -15,10 +14,8 @@ from packaging.requirements import Requirement
 from ..optional import check, library_status, library_version, status
 from .pairing import torchcodec_requirement
 
-#: What to install when torchcodec cannot find FFmpeg's libraries (printed by ``make lab``).
-#: Which FFmpeg majors each loads, read off the wheels' per-major libraries
-#: (``libtorchcodec_core4.so`` ... ``core8``; ``core9`` from torchcodec 0.16, SPDL 0.8's
-#: ``libspdl_ffmpeg4-9``).
+#: What to install when torchcodec cannot find FFmpeg's libraries (printed by ``make lab``);
+#: the majors are read off the wheels' per-major libraries (``libtorchcodec_core4.so`` ...).
 FFMPEG_VERSIONS = "FFmpeg 4-8 for torchcodec 0.13, 4-9 for torchcodec 0.16+ and SPDL 0.8"
 FFMPEG_INSTALL = (
     f"install FFmpeg's shared libraries (torchcodec and SPDL load them; {FFMPEG_VERSIONS}): "

@@ -120,8 +120,7 @@ class ShardPlan:
     unit: str = "shards"
 
     @property
-    def idle(self) -> list[str]:
-        """The rank/worker pairs that get no shard at all: started, then idle."""
+    def idle(self) -> list[str]:  # the rank/worker pairs without a shard: started, then idle
         return [src for src, s in self.assignment.items() if not s]
 
     def table(self) -> str:

@@ -56,7 +56,7 @@ def index_shard(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
             end = tar.offset
     except FileNotFoundError:
         raise DataFormatError(f"{path}: shard not found") from None
-    except tarfile.ReadError as e:
+    except tarfile.TarError as e:
         # "unexpected end of data": tarfile found a member whose bytes run past the end
         if last is not None and last.offset_data + last.size > size:
             whole = sum(all(o + n <= size for o, n in members.values())
@@ -65,8 +65,6 @@ def index_shard(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
                 f"{path}: the shard is truncated ({size} bytes, member {last.name} needs "
                 f"{last.offset_data + last.size}); {whole} samples readable before the cut"
             ) from None
-        raise DataFormatError(f"{path}: not a readable tar shard ({e})") from None
-    except tarfile.TarError as e:
         raise DataFormatError(f"{path}: not a readable tar shard ({e})") from None
     if end + 1024 > size:
         raise DataFormatError(f"{path}: the shard is truncated ({size} bytes, its members and "
@@ -108,8 +106,7 @@ class TarShardStream(SplitStream):
         return self._index[s]
 
     def _positions(self, place: Place) -> list[tuple[int, int]]:
-        """This slot's ``(shard, index-in-shard)`` positions for the epoch, in yield order:
-        through the shuffle buffer, seeded by ``(seed, epoch, slot)``."""
+        """This slot's ``(shard, index)`` positions for the epoch, in yield order."""
         positions = [(s, k) for s in self.share(len(self.shards), place)
                      for k in range(len(self._shard_index(s)))]
         return list(shuffle_buffer(positions, self.buffer_size, self.rng(place.slot, 1)))
@@ -150,8 +147,7 @@ class TarShardStream(SplitStream):
                 for _, k in group:
                     yield self._read(s, k, fh)
 
-    def fingerprint(self) -> dict:
-        """What must match for a state to apply."""
+    def fingerprint(self) -> dict:  # what must match for a state to apply
         return {"seed": self.seed, "buffer_size": self.buffer_size, "shards": len(self.shards)}
 
     def state_dict(self) -> dict:
