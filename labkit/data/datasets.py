@@ -26,33 +26,27 @@ def open_array(path: str | os.PathLike, dtype=None, shape=None) -> np.ndarray:
         actual = path.stat().st_size
     except FileNotFoundError:
         raise DataFormatError(f"{path}: file not found") from None
-    if path.suffix == ".npy":
+    offset, order, npy = 0, "C", path.suffix == ".npy"
+    if npy:
         try:
             with open(path, "rb") as f:
                 version = np.lib.format.read_magic(f)
                 read = {(1, 0): np.lib.format.read_array_header_1_0,
                         (2, 0): np.lib.format.read_array_header_2_0}[version]
-                shape_h, fortran, dtype_h = read(f)
-                offset = f.tell()
+                shape, fortran, dtype = read(f)
+                offset, order = f.tell(), "F" if fortran else "C"
         except (ValueError, KeyError) as e:
             raise DataFormatError(f"{path}: not a valid .npy file ({e})") from None
-        expected = offset + int(np.prod(shape_h)) * dtype_h.itemsize
-        if actual != expected:
-            raise DataFormatError(
-                f"{path}: {actual} bytes, but its header says {dtype_h} {shape_h} "
-                f"({expected} bytes); the file is truncated or was overwritten")
-        # the header is parsed already: map the data directly (what np.load would do)
-        return np.memmap(path, dtype=dtype_h, mode="r", shape=shape_h, offset=offset,
-                         order="F" if fortran else "C")
-    if dtype is None or shape is None:
+    elif dtype is None or shape is None:
         raise DataFormatError(f"{path}: a raw file needs dtype= and shape=")
     dtype, shape = np.dtype(dtype), tuple(int(s) for s in shape)
-    expected = int(np.prod(shape)) * dtype.itemsize
+    expected = offset + int(np.prod(shape)) * dtype.itemsize
     if actual != expected:
-        raise DataFormatError(
-            f"{path}: {actual} bytes, expected {expected} for {dtype} {shape}; "
-            "wrong dtype/shape, or a truncated file")
-    return np.memmap(path, dtype=dtype, mode="r", shape=shape)
+        raise DataFormatError(f"{path}: {actual} bytes, " + (
+            f"but its header says {dtype} {shape} ({expected} bytes); the file is truncated "
+            "or was overwritten" if npy else f"expected {expected} for {dtype} {shape}; wrong "
+            "dtype/shape, or a truncated file"))
+    return np.memmap(path, dtype=dtype, mode="r", shape=shape, offset=offset, order=order)
 
 
 class NpyFilesDataset(Dataset):
@@ -60,12 +54,10 @@ class NpyFilesDataset(Dataset):
 
     def __init__(self, fixture_or_folder):
         meta = getattr(fixture_or_folder, "meta", {})
-        self.files = source_files(fixture_or_folder, ".npy", missing_ok=True)
+        self.files = source_files(fixture_or_folder, ".npy")
         dtype, shape = meta.get("dtype"), meta.get("sample_shape")
         self.dtype = np.dtype(dtype) if dtype else None
         self.shape = tuple(shape) if shape else None
-        if not self.files:
-            raise DataFormatError(f"{fixture_or_folder}: no .npy files")
 
     def __len__(self) -> int:
         return len(self.files)
@@ -133,8 +125,7 @@ class MemmapBatches(_Lazy):
         self.batch_size, self.drop_last = int(batch_size), drop_last
 
     def __len__(self) -> int:
-        full, rest = divmod(self.rows, self.batch_size)
-        return full + (1 if rest and not self.drop_last else 0)
+        return self.rows // self.batch_size if self.drop_last else -(-self.rows // self.batch_size)
 
     def __getitem__(self, b: int):
         if not 0 <= b < len(self):

@@ -36,8 +36,8 @@ def damage(path: str | os.PathLike, how: str, at: float = 0.5, length: int = 64)
 
 def damaged_copy(src: str | os.PathLike, dest: str | os.PathLike, how: str, *,
                  file: str | None = None, at: float = 0.5, length: int = 64) -> Path:
-    """Copy ``src`` (a file, a folder or a :class:`~labkit.Fixture`: name its member ``file``)
-    to ``dest``, replacing it, and :func:`damage` the copy; returns the damaged file."""
+    """Copy ``src`` (a file, or a folder or :class:`~labkit.Fixture` and its member ``file``)
+    over ``dest`` and :func:`damage` the copy; returns the damaged file."""
     src = Path(getattr(src, "path", src))
     dest = Path(dest)
     if dest.is_dir():

@@ -1,9 +1,7 @@
 """Deterministic synthetic fixtures: the data every chapter loads, made locally from seeds.
 
-Specs live in ``data_fixtures/fixtures.toml``; generated files go to a git-ignored cache,
-one folder per scale and fixture, each with a ``manifest.json`` of sizes and sha256.
-Generation is idempotent: a fixture is rebuilt only when its spec changed, or when its
-files fail verification and the caller asked for a repair. Introduced in chapter 00.
+Specs live in ``data_fixtures/fixtures.toml``; each fixture is generated once per scale into
+a git-ignored cache folder with a ``manifest.json`` of sizes and sha256 (chapter 00).
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ import shutil
 import sys
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import paths
@@ -28,7 +26,6 @@ from .writers import CHAPTER_KINDS, WRITERS, writer_for
 
 #: Bump when a writer changes its output, so every cached fixture is regenerated.
 GENERATOR_VERSION = 1
-_HASH_CHUNK = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -66,7 +63,7 @@ class Fixture:
         return self.manifest["meta"]
 
     def file(self, rel: str) -> Path:
-        """Absolute path of one of the fixture's files, by its manifest-relative name."""
+        """The path of the fixture's file ``rel`` (its manifest's name)."""
         if rel not in self.manifest["files"]:
             raise FixtureError(f"fixture {self.name!r} has no file {rel!r} (see {self.path})")
         return self.path / rel
@@ -77,13 +74,8 @@ class Fixture:
 
 
 def source_files(source, suffix: str = "", missing_ok: bool = False) -> list[Path]:
-    """The files behind a data source: the one way a reader turns its argument into files.
-
-    ``source`` is a :class:`Fixture` (its manifest's files ending in ``suffix``), a folder
-    (the files under it ending in ``suffix``, sorted), one file, or a list of these.
-    Raises :class:`~labkit.DataFormatError` naming the source when nothing matches, unless
-    ``missing_ok``.
-    """
+    """The files ending in ``suffix`` behind a :class:`Fixture`, a folder (sorted), one file
+    or a list of these; none raises :class:`~labkit.DataFormatError` unless ``missing_ok``."""
     if hasattr(source, "file_list"):
         files = source.file_list(suffix)
     elif isinstance(source, (str, os.PathLike)):
@@ -107,19 +99,15 @@ def load_specs(spec_path: str | Path | None = None) -> dict[str, dict]:
     try:
         raw = tomllib.loads(spec_path.read_text())
     except FileNotFoundError:
-        raise FixtureError(
-            f"fixture spec file {spec_path} not found; run from a clone of the kit "
-            "(pip install -e .) or set LABKIT_SPECS"
-        ) from None
+        raise FixtureError(f"fixture spec file {spec_path} not found; run from a clone of the "
+                           "kit (pip install -e .) or set LABKIT_SPECS") from None
     except tomllib.TOMLDecodeError as e:
         raise FixtureError(f"fixture spec file {spec_path} is not valid TOML: {e}") from None
     for name, spec in raw.items():
         kind = spec.get("kind")
         if writer_for(kind) is None:
-            raise FixtureError(
-                f"{spec_path}: fixture {name!r} has kind {kind!r}; known kinds: "
-                f"{', '.join(sorted({*WRITERS, *CHAPTER_KINDS}))}"
-            )
+            raise FixtureError(f"{spec_path}: fixture {name!r} has kind {kind!r}; known kinds: "
+                               f"{', '.join(sorted({*WRITERS, *CHAPTER_KINDS}))}")
         missing = [s for s in SCALES if s not in spec]
         if missing:
             raise FixtureError(f"{spec_path}: fixture {name!r} has no sizes for {missing}")
@@ -136,9 +124,7 @@ def load_specs(spec_path: str | Path | None = None) -> dict[str, dict]:
 
 def resolve_spec(spec: dict, scale: str) -> dict:
     """The spec with the scale's table merged over the shared fields."""
-    out = {k: v for k, v in spec.items() if k not in SCALES}
-    out.update(spec[scale])
-    return out
+    return {**{k: v for k, v in spec.items() if k not in SCALES}, **spec[scale]}
 
 
 def _spec_hash(spec: dict) -> str:
@@ -147,12 +133,8 @@ def _spec_hash(spec: dict) -> str:
 
 
 def sha256_file(path: Path) -> str:
-    """Streaming sha256 of a file."""
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        while chunk := f.read(_HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _digest(files: dict) -> str:
@@ -182,8 +164,7 @@ def _generate(name: str, spec: dict, scale: str, dest: Path, progress: bool) -> 
         for p in sorted(q for q in tmp.rglob("*") if q.is_file()):
             st = p.stat()
             files[p.relative_to(tmp).as_posix()] = {
-                "bytes": st.st_size, "sha256": sha256_file(p), "mtime_ns": st.st_mtime_ns,
-            }
+                "bytes": st.st_size, "sha256": sha256_file(p), "mtime_ns": st.st_mtime_ns}
         seconds = time.perf_counter() - t0
         nbytes = sum(f["bytes"] for f in files.values())
         manifest = {
@@ -191,8 +172,7 @@ def _generate(name: str, spec: dict, scale: str, dest: Path, progress: bool) -> 
             "spec_hash": _spec_hash(spec), "generator": GENERATOR_VERSION,
             "samples": samples, "meta": meta, "files": files, "digest": _digest(files),
             "generate_s": round(seconds, 4),
-            "write_mb_per_s": round(nbytes / 1e6 / max(seconds, 1e-9), 2),
-        }
+            "write_mb_per_s": round(nbytes / 1e6 / max(seconds, 1e-9), 2)}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -206,11 +186,8 @@ def _generate(name: str, spec: dict, scale: str, dest: Path, progress: bool) -> 
 
 
 def verify(fx: Fixture, full: bool = False) -> list[str]:
-    """Check a fixture's files against its manifest; returns the problems (empty if none).
-
-    By default a file whose size and mtime match the manifest is trusted and not re-hashed
-    (fast at ``full`` scale); ``full=True`` hashes every byte.
-    """
+    """The problems of a fixture's files against its manifest (none: ``[]``); a file whose size
+    and mtime match is not re-hashed unless ``full``."""
     problems = []
     for rel, entry in sorted(fx.manifest["files"].items()):
         p = fx.path / rel
@@ -234,57 +211,40 @@ def verify(fx: Fixture, full: bool = False) -> list[str]:
 @contextlib.contextmanager
 def _lock(folder: Path, name: str):
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f".{name}.lock", "w") as fh:
+    with open(folder / f".{name}.lock", "w") as fh:  # closing it releases the lock
         fcntl.flock(fh, fcntl.LOCK_EX)  # two notebooks asking at once generate it once
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+        yield
 
 
 def fixture(name: str, scale: str | None = None, *, repair: bool = False,
             verify_all: bool = False, progress: bool = True) -> Fixture:
-    """Return fixture ``name`` at ``scale``, generating it if missing or if its spec changed.
-
-    Args:
-        name: a fixture named in ``data_fixtures/fixtures.toml``.
-        scale: ``ci``, ``workshop`` or ``full``; default from LABKIT_SCALE.
-        repair: regenerate a fixture whose files fail verification instead of raising.
-        verify_all: hash every file, even ones whose size and mtime match the manifest.
-        progress: show a progress bar while generating.
-
-    Raises:
-        FixtureError: unknown name, or files that fail verification (without ``repair``);
-            the message names the file and says how to fix it.
-    """
+    """Fixture ``name`` at ``scale`` (default LABKIT_SCALE), generated if missing or if its
+    spec changed; files that fail :func:`verify` (every byte hashed if ``verify_all``) raise
+    :class:`~labkit.FixtureError` naming them, or are regenerated if ``repair``."""
     scale = resolve_scale(scale)
     specs = load_specs()
     if name not in specs:
         raise FixtureError(
-            f"no fixture named {name!r} in {paths.specs_file()}; known: {', '.join(specs)}"
-        )
+            f"no fixture named {name!r} in {paths.specs_file()}; known: {', '.join(specs)}")
     spec = resolve_spec(specs[name], scale)
     folder = paths.data_dir() / scale
     dest = folder / name
     with _lock(folder, name):
         manifest = _read_manifest(dest)
-        status = "cached"
         if manifest is None or manifest.get("spec_hash") != _spec_hash(spec):
-            status = "generated"
             manifest = _generate(name, spec, scale, dest, progress)
-        fx = Fixture(name, spec["kind"], scale, dest, spec, manifest, status)
-        if status == "cached":
-            problems = verify(fx, full=verify_all)
-            if problems and not repair:
-                shown = "\n  ".join(problems[:5])
-                more = f"\n  ... and {len(problems) - 5} more" if len(problems) > 5 else ""
-                raise FixtureError(
-                    f"fixture {name!r} ({scale}) failed verification:\n  {shown}{more}\n"
-                    f"Regenerate it with: labkit fixtures {name} --scale {scale} --repair"
-                )
-            if problems:
-                manifest = _generate(name, spec, scale, dest, progress)
-                fx = Fixture(name, spec["kind"], scale, dest, spec, manifest, "repaired")
+            return Fixture(name, spec["kind"], scale, dest, spec, manifest, "generated")
+        fx = Fixture(name, spec["kind"], scale, dest, spec, manifest)
+        problems = verify(fx, full=verify_all)
+        if problems and not repair:
+            shown = "\n  ".join(problems[:5])
+            more = f"\n  ... and {len(problems) - 5} more" if len(problems) > 5 else ""
+            raise FixtureError(
+                f"fixture {name!r} ({scale}) failed verification:\n  {shown}{more}\n"
+                f"Regenerate it with: labkit fixtures {name} --scale {scale} --repair")
+        if problems:
+            manifest = _generate(name, spec, scale, dest, progress)
+            fx = replace(fx, manifest=manifest, status="repaired")
     return fx
 
 
@@ -298,12 +258,7 @@ def _read_manifest(dest: Path) -> dict | None:
 def ensure_fixtures(names: list[str] | None = None, scale: str | None = None, *,
                     repair: bool = False, verify_all: bool = False, progress: bool = True,
                     report: bool = True) -> dict[str, Fixture]:
-    """Make sure every named fixture (default: all) exists and verifies; print a table
-    (``labkit fixtures``; chapter 00 calls :func:`fixture` for each).
-
-    The table says, for each fixture, whether it was generated or already cached, its size
-    and the write rate generation reached (MB/s) on this machine.
-    """
+    """:func:`fixture` for each name (default: all), and their table (``labkit fixtures``)."""
     out = {n: fixture(n, scale, repair=repair, verify_all=verify_all, progress=progress)
            for n in (names or load_specs())}
     if report:
@@ -312,14 +267,10 @@ def ensure_fixtures(names: list[str] | None = None, scale: str | None = None, *,
 
 
 def format_fixture_table(fixtures) -> str:
-    """A text table of fixtures (``labkit fixtures``): status, files, samples, MB and
-    generation MB/s."""
     fixtures = list(fixtures)
     rows = [[fx.name, fx.status, fx.files, fx.samples, fx.nbytes / 1e6,
              fx.manifest["write_mb_per_s"]] for fx in fixtures]
     rows.append(["total", None, sum(f.files for f in fixtures), None,
                  sum(fx.nbytes for fx in fixtures) / 1e6, None])
-    lines = [text_table({"fixture": "<", "status": "<", "files": ">", "samples": ">",
-                         "MB": ">.1f", "gen MB/s": ">.0f"}, rows)]
-    lines.append(f"(cache: {paths.data_dir()})")
-    return "\n".join(lines)
+    return text_table({"fixture": "<", "status": "<", "files": ">", "samples": ">",
+                       "MB": ">.1f", "gen MB/s": ">.0f"}, rows) + f"\n(cache: {paths.data_dir()})"

@@ -1,7 +1,6 @@
 """Format writers behind :mod:`labkit.data.fixtures`, one class per fixture kind (ch. 00-14).
 
-Each turns a resolved spec into files and returns ``(meta, samples)``; content is seeded, so
-identical everywhere, except bytes a third-party encoder writes (not ``portable``).
+Each turns a resolved spec into files and returns ``(meta, samples)``; the content is seeded.
 """
 
 from __future__ import annotations
@@ -62,12 +61,6 @@ def _row_chunks(spec: dict, n: int):
         yield _rows(spec, start, min(n, start + _CHUNK_ROWS), rng)
 
 
-def _npy_header(f, dtype, shape) -> None:
-    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-              "fortran_order": False, "shape": tuple(shape)}
-    np.lib.format.write_array_header_1_0(f, header)
-
-
 class ArrayWriter(Writer):
     required = ("seed", "dtype", "features", "samples")
     def estimate_bytes(self, spec):
@@ -76,7 +69,9 @@ class ArrayWriter(Writer):
     def write(self, spec, dest, update):
         n, shape = spec["samples"], (spec["samples"], spec["features"])
         with open(dest / "array.npy", "wb") as npy, open(dest / "array.raw", "wb") as raw:
-            _npy_header(npy, spec["dtype"], shape)
+            np.lib.format.write_array_header_1_0(npy, {
+                "descr": np.lib.format.dtype_to_descr(np.dtype(spec["dtype"])),
+                "fortran_order": False, "shape": shape})
             for chunk in _row_chunks(spec, n):
                 buf = chunk.tobytes()
                 npy.write(buf)
@@ -167,10 +162,11 @@ class JpegWriter(Writer):
             spec["samples"]
 
 
-def _tar_add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+def tar_add(tar: tarfile.TarFile, name: str, data: bytes, owner: str = "labkit") -> None:
+    """Add member ``name`` with fixed time, mode and owner: byte-identical tars."""
     info = tarfile.TarInfo(name)
-    info.size, info.mtime, info.mode = len(data), 0, 0o644  # fixed: byte-identical tars
-    info.uname = info.gname = "labkit"
+    info.size, info.mtime, info.mode = len(data), 0, 0o644
+    info.uname = info.gname = owner
     tar.addfile(info, io.BytesIO(data))
 
 
@@ -196,9 +192,9 @@ class WebDatasetWriter(Writer):
                     np.save(npy, vec)
                     key = f"{i:07d}"
                     jpg = encode_jpeg(img, spec["quality"])
-                    _tar_add(tar, f"{key}.jpg", jpg)
-                    _tar_add(tar, f"{key}.cls", str(label).encode())
-                    _tar_add(tar, f"{key}.npy", npy.getvalue())
+                    tar_add(tar, f"{key}.jpg", jpg)
+                    tar_add(tar, f"{key}.cls", str(label).encode())
+                    tar_add(tar, f"{key}.npy", npy.getvalue())
                     update(len(jpg) + 1536 + vec.nbytes)
         return {"classes": spec["classes"], "size": spec["size"], "shards": shards,
                 "keys": ["jpg", "cls", "npy"]}, spec["samples"]
@@ -206,12 +202,8 @@ class WebDatasetWriter(Writer):
 
 def _texts(rng: np.random.Generator, n: int) -> list[str]:
     lengths = rng.integers(8, 33, n)
-    words = rng.integers(0, len(_WORDS), int(lengths.sum()))
-    out, pos = [], 0
-    for ln in lengths:
-        out.append(" ".join(_WORDS[w] for w in words[pos: pos + ln]))
-        pos += ln
-    return out
+    words = np.array(_WORDS)[rng.integers(0, len(_WORDS), int(lengths.sum()))]
+    return [" ".join(w) for w in np.split(words, np.cumsum(lengths)[:-1])] if n else []
 
 
 class ParquetWriter(Writer):
@@ -258,9 +250,8 @@ class JsonlWriter(Writer):
             labels = rng.integers(0, spec["classes"], k)
             texts = _texts(rng, k)
             with open(dest / sh["file"], "w") as fh:
-                for j in range(k):
-                    line = json.dumps({"id": lo + j, "label": int(labels[j]), "text": texts[j]})
-                    fh.write(line + "\n")
+                fh.writelines(json.dumps({"id": lo + j, "label": int(labels[j]), "text": texts[j]})
+                              + "\n" for j in range(k))
             update(k * 150)
         return {"shards": shards, "fields": ["id", "label", "text"]}, spec["samples"]
 

@@ -1,6 +1,4 @@
-"""What stays of storage formats once the readers are typed in the chapter (chapter 12): the
-LMDB/HDF5 writers and readers ``labkit bench formats`` uses (not public; import them from
-their modules)."""
+"""The LMDB/HDF5 writers and readers ``labkit bench formats`` uses (chapter 12; not public)."""
 
 from __future__ import annotations
 

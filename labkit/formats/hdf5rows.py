@@ -1,7 +1,7 @@
 """HDF5 rows for ``labkit bench formats`` and the bake-off (chapters 12, 16): a writer, a reader.
 
-Rows of any length (a list of ``bytes``) are stored as variable-length uint8; errors name the
-file; the dataset is opened lazily in each reading process and held (its chunk cache with it).
+Rows of any length (a list of ``bytes``) are variable-length uint8; each reading process
+opens the dataset once and holds it (its chunk cache with it).
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""JPEG images: decoders, the image-folder dataset, GPU decode paths (chapters 10, 16).
-
-Its public names are reached as ``lk.images.NAME`` (``import labkit as lk``); its
-modules' other names are for labkit and tests.
-"""
+"""JPEG images: decoders, the image-folder dataset, GPU decode paths (chapters 10, 16)."""
 
 from __future__ import annotations
 

@@ -13,15 +13,8 @@ from ..optional import check, library_status
 
 @check("torchvision")
 def _torchvision_status() -> tuple[bool, str]:
-    """``(True, version)`` if ``torchvision.transforms.v2`` imports here, else why not.
-
-    On this kit's CPU torch it does not: PyPI's torchvision for torch 2.13.0 (0.28.0) links
-    its operators against ``libtorch_cuda.so`` and ``libc10_cuda.so``, which a CPU build of
-    torch does not ship, so ``import torchvision`` fails with "operator torchvision::nms does
-    not exist"; the kit does not install it. A torchvision from the same index as the torch
-    (PyTorch's CPU or CUDA wheel index) loads. Chapter 10 prints this reason instead of a
-    transforms.v2 row.
-    """
+    """``(True, version)`` if ``torchvision.transforms.v2`` imports here, else why not (beside
+    a CPU torch, PyPI's torchvision does not: :func:`torchvision_install`)."""
     return library_status("torchvision", "torchvision", "torchvision.transforms.v2",
                           label="torchvision.transforms.v2", install=torchvision_install())
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
 import io
 import os
 from collections.abc import Callable
@@ -38,33 +41,22 @@ DECODERS: dict[str, Callable[[bytes], np.ndarray]] = {
     "pil": _pil, "opencv": _opencv, "simplejpeg": _simplejpeg}
 
 
-_cv_pid: list[int] = [0]  # the process that last set OpenCV's thread count
-
-
-def _opencv_single_thread() -> None:
+@functools.cache
+def _opencv_single_thread(pid: int) -> None:
     # OpenCV starts its own thread pool per process; inside DataLoader workers that
     # oversubscribes the cores the workers already fill. Once per process (workers fork).
-    if _cv_pid[0] == os.getpid():
-        return
-    _cv_pid[0] = os.getpid()
-    try:
-        import cv2
+    import cv2
 
-        cv2.setNumThreads(1)
-    except ImportError:
-        pass
+    cv2.setNumThreads(1)
 
 
 def available_decoders() -> list[str]:
     """The names in :data:`DECODERS` whose library imports here."""
-    mods = {"pil": "PIL.Image", "opencv": "cv2", "simplejpeg": "simplejpeg"}
     out = []
-    for name, mod in mods.items():
-        try:
-            __import__(mod)
+    for name, mod in {"pil": "PIL.Image", "opencv": "cv2", "simplejpeg": "simplejpeg"}.items():
+        with contextlib.suppress(Exception):  # a broken install is "not available"
+            importlib.import_module(mod)
             out.append(name)
-        except Exception:  # noqa: BLE001 - a broken install is "not available"
-            pass
     return out
 
 
@@ -75,7 +67,7 @@ def decode_jpeg(data: bytes, decoder: str = "pil") -> np.ndarray:
     except KeyError:
         raise ValueError(f"decoder={decoder!r}: choose one of {', '.join(DECODERS)}") from None
     if decoder == "opencv":
-        _opencv_single_thread()
+        _opencv_single_thread(os.getpid())
     img = fn(data)
     if img.ndim != 3 or img.shape[2] != 3:
         raise ValueError(f"decoded to shape {img.shape}, expected (H, W, 3)")
@@ -89,11 +81,8 @@ def file_bytes(paths) -> list[bytes]:
 
 
 def fastest_decoder(blobs: list[bytes], rounds: int = 2) -> tuple[str, dict[str, float]]:
-    """The decoder with the most images/s on one core over ``blobs`` (best of ``rounds``).
-
-    Returns ``(name, {decoder: images/s})`` for every decoder that imports here: the rates'
-    keys are the decoders a chapter can choose from.
-    """
+    """``(fastest, {decoder: images/s})`` on one core over ``blobs`` (best of ``rounds``), for
+    every decoder that imports here: the decoders a chapter can choose from."""
     rates = {}
     for name in available_decoders():
         # the warm-up round takes imports and cold caches out of the figure

@@ -14,7 +14,6 @@ from ..data.fixtures import source_folder
 from ..errors import DataFormatError
 from .decode import DECODERS, decode_jpeg
 
-# -- the dataset ----------------------------------------------------------------------------
 
 def read_labels(folder: Path) -> list[tuple[int, int, str]]:
     """``(id, label, relative file)`` rows of ``folder/labels.csv``, checked."""
@@ -32,17 +31,11 @@ def read_labels(folder: Path) -> list[tuple[int, int, str]]:
 
 
 class ImageFolderDataset(Dataset):
-    """The ``images`` fixture as a map-style dataset: ``{"image", "label", "id"}`` (ch. 10).
-
-    Args:
-        fixture_or_folder: a :class:`~labkit.Fixture` or a folder with ``labels.csv``.
-        decoder: a name in :data:`DECODERS`.
-        transform: called on the decoded HxWx3 uint8 array; default: a CHW uint8 tensor.
-        on_error: ``"raise"`` (default): a file that cannot be read or decoded raises
-            :class:`~labkit.DataFormatError` naming it; ``"skip"``: the sample comes back
-            as ``None`` (use :func:`skip_collate`, which drops it and counts it in the
-            batch's ``"skipped"``); skipped ids of this process are in :attr:`skipped`.
-    """
+    """The ``images`` fixture (or a folder with ``labels.csv``) as a map-style dataset of
+    ``{"image", "label", "id"}`` (ch. 10); ``transform`` takes the decoded HxWx3 uint8 array
+    (default: a CHW tensor). A file that cannot be read or decoded raises
+    :class:`~labkit.DataFormatError` naming it, or with ``on_error="skip"`` comes back as
+    ``None`` for :func:`skip_collate` (this process's skipped ids: :attr:`skipped`)."""
 
     def __init__(self, fixture_or_folder, decoder: str = "pil",
                  transform: Callable | None = None, on_error: str = "raise"):
@@ -63,11 +56,13 @@ class ImageFolderDataset(Dataset):
 
     def read(self, i: int) -> bytes:
         """The file's bytes (the read stage, on its own for the stage breakdown)."""
-        with open(self.path(i), "rb") as f:
-            return f.read()
+        try:
+            return self.path(i).read_bytes()
+        except OSError as e:
+            raise DataFormatError(f"{self.path(i)}: cannot read sample {self.rows[i][0]} "
+                                  f"({e})") from None
 
-    def decode(self, i: int, data: bytes) -> np.ndarray:
-        """Decode sample ``i``'s bytes; a failure names the file."""
+    def decode(self, i: int, data: bytes) -> np.ndarray:  # a failure names the file
         try:
             return decode_jpeg(data, self.decoder)
         except Exception as e:  # each decoder fails its own way: OSError, ValueError, ...
@@ -79,12 +74,9 @@ class ImageFolderDataset(Dataset):
         sample_id, label, _ = self.rows[i]
         try:
             img = self.decode(i, self.read(i))
-        except (DataFormatError, OSError) as e:
+        except DataFormatError:
             if self.on_error == "raise":
-                if isinstance(e, DataFormatError):
-                    raise
-                raise DataFormatError(f"{self.path(i)}: cannot read sample {sample_id} "
-                                      f"({e})") from None
+                raise
             self.skipped.append(sample_id)
             return None
         x = self.transform(img) if self.transform else torch.from_numpy(
@@ -93,12 +85,8 @@ class ImageFolderDataset(Dataset):
 
 
 def skip_collate(samples: list):
-    """Collate, dropping ``None`` samples and counting them in ``batch["skipped"]``.
-
-    A worker cannot tell the main process about a skipped sample except through the
-    batch, so the count travels with it. A batch whose every sample was skipped is
-    ``{"skipped": n}`` alone.
-    """
+    """Collate, dropping ``None`` samples and counting them in ``batch["skipped"]`` (a worker
+    tells the main process only through the batch); none kept: ``{"skipped": n}``."""
     kept = [s for s in samples if s is not None]
     skipped = len(samples) - len(kept)
     if not kept:

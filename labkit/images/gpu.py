@@ -1,12 +1,9 @@
 """GPU decode and augmentation checks: nvJPEG via torchcodec, kornia on CUDA, DALI (ch. 10, 15).
 
 ``lk.status("gpu_decode")``, ``"kornia_gpu"`` and ``"dali"`` say whether each path can run
-and, if not, why (no CUDA, a CPU-only torch, a torchcodec or torchvision built for another
-torch, DALI not installed). Nothing is imported at module import, and every probe catches
-every exception: a wheel built for another torch can fail with any of them. nvJPEG goes
-through torchcodec's ``decode_jpeg(..., device="cuda")`` (0.16 and newer, a CUDA build),
-which torchvision 0.29 deprecated its own for; torchvision's is the fallback. Both are asked
-for RGB, so they agree on the fixture's files (chapter 10b tables their other defaults).
+and, if not, why; every probe catches every exception (a wheel built for another torch can
+fail with any). nvJPEG goes through torchcodec's ``decode_jpeg`` (0.16+, a CUDA build), else
+torchvision's, both asked for RGB.
 """
 
 from __future__ import annotations
@@ -34,9 +31,7 @@ def dali_distribution() -> str:
 
 def _requires(dist: str, modules: tuple[str, ...], install: str, device=None,
               label: str | None = None) -> tuple[bool, str]:
-    """``(True, detail)`` if a CUDA device is usable and ``modules`` load; else the reason
-    (:func:`~labkit.optional.library_status`: a wheel built for another torch fails with any
-    exception, and the reason says so)."""
+    """``(True, detail)`` if a CUDA device is usable and ``modules`` load; else the reason."""
     ok, reason = status("cuda", device=device)
     if not ok:
         return False, reason
@@ -46,9 +41,8 @@ def _requires(dist: str, modules: tuple[str, ...], install: str, device=None,
 
 @functools.cache
 def _nvjpeg(device: str):
-    """``(library, decode)`` for nvJPEG on ``device``, or ``(None, why not)``, once per
-    device. torchcodec's ``decode_jpeg`` first: a 16x16 JPEG made here, decoded there (a CPU
-    build or a torchcodec before 0.16 cannot); torchvision's if that fails."""
+    """``(library, decode)`` for nvJPEG on ``device``, or ``(None, why not)``: torchcodec's if
+    it decodes a 16x16 JPEG there, else torchvision's."""
     try:
         import torch
         from PIL import Image
@@ -74,8 +68,7 @@ def _nvjpeg(device: str):
 
 @check("gpu_decode")
 def _gpu_decode_status(device=None) -> tuple[bool, str]:
-    """``(True, detail)`` if nvJPEG decode can run: torchcodec's ``decode_jpeg`` on the
-    device, else torchvision's."""
+    """``(True, detail)`` if nvJPEG decode can run (torchcodec's, else torchvision's)."""
     ok, reason = status("cuda", device=device)
     if not ok:
         return False, reason
@@ -110,9 +103,8 @@ def _decoder(device):
 
 def gpu_decode_rate(blobs: list[bytes], batch_size: int = 64, device="cuda",
                     repeats: int = 3) -> dict:
-    """Images/s of batched nvJPEG decode over ``blobs`` (best of ``repeats``, synchronised).
-    The bytes are wrapped as tensors and the decoder looked up before the clock starts: the
-    clock holds the decode calls alone."""
+    """Images/s of batched nvJPEG decode over ``blobs`` (best of ``repeats``, synchronised);
+    the clock holds the decode calls alone."""
     import torch
 
     decode = _decoder(device)

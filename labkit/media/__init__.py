@@ -1,9 +1,7 @@
 """The video and audio fixtures' writers, and which decoders run here (chapter 15).
 
-Importing the folder registers the ``video`` and ``audio`` fixture kinds
-(:mod:`.writers`) and the decoder checks ``lk.status("ffmpeg")``, ``"torchcodec"``,
-``"pyav"``, ``"spdl"``, ``"media_gpu"`` (:mod:`.backends`). The chapter types its subject
-(clip plans, decoders, datasets, audio windows) in its own cells.
+Importing it registers the ``video`` and ``audio`` fixture kinds and the decoder checks
+``lk.status("ffmpeg")``, ``"torchcodec"``, ``"pyav"``, ``"spdl"`` and ``"media_gpu"``.
 """
 
 from __future__ import annotations

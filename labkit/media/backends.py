@@ -1,8 +1,7 @@
 """Which media decoders can run here, and why not: FFmpeg, torchcodec, PyAV, SPDL, GPU (ch. 15).
 
 torchcodec and SPDL load the system's FFmpeg libraries; PyAV's wheels carry their own. Each
-check (``lk.status("ffmpeg")``, ...) returns ``(ok, reason)`` and never raises. A missing
-FFmpeg is a skip on a learner's machine and a failure under ``CI=true`` (tests/conftest.py).
+check (``lk.status("ffmpeg")``, ...) returns ``(ok, reason)`` and never raises.
 """
 
 from __future__ import annotations
@@ -15,10 +14,8 @@ from packaging.requirements import Requirement
 from ..optional import check, library_status, library_version, status
 from .pairing import torchcodec_requirement
 
-#: What to install when torchcodec cannot find FFmpeg's libraries (printed by ``make lab``).
-#: Which FFmpeg majors each loads, read off the wheels' per-major libraries
-#: (``libtorchcodec_core4.so`` ... ``core8``; ``core9`` from torchcodec 0.16, SPDL 0.8's
-#: ``libspdl_ffmpeg4-9``).
+#: What to install when torchcodec cannot find FFmpeg's libraries (printed by ``make lab``);
+#: the majors are read off the wheels' per-major libraries (``libtorchcodec_core4.so`` ...).
 FFMPEG_VERSIONS = "FFmpeg 4-8 for torchcodec 0.13, 4-9 for torchcodec 0.16+ and SPDL 0.8"
 FFMPEG_INSTALL = (
     f"install FFmpeg's shared libraries (torchcodec and SPDL load them; {FFMPEG_VERSIONS}): "
@@ -51,10 +48,7 @@ def _torchcodec_status() -> tuple[bool, str]:
 
 @check("ffmpeg")
 def _ffmpeg_status() -> tuple[bool, str]:
-    """Whether FFmpeg's libraries are usable by torchcodec (the chapter's main decoder).
-
-    The ``ffmpeg`` command itself is not needed; its presence is reported as a hint.
-    """
+    """Whether torchcodec can use FFmpeg's libraries (the ``ffmpeg`` command: a hint only)."""
     ok, reason = _torchcodec_status()
     cli = shutil.which("ffmpeg")
     return ok, reason + (f"; ffmpeg command: {cli}" if cli else "; no ffmpeg command on PATH")
@@ -131,8 +125,7 @@ def _short(e: BaseException) -> str:
 
 @check("media_gpu")
 def _media_gpu_status(device=None) -> tuple[bool, str]:
-    """``(True, detail)`` if torchcodec can decode on a CUDA device (NVDEC): a test decode
-    on the device ran (:func:`_cuda_decode_probe`); else ``(False, why and what to install)``."""
+    """``(True, detail)`` if a test decode ran on a CUDA device (NVDEC), else why not."""
     ok, reason = status("cuda", device=device)
     if not ok:
         return False, f"NVDEC decode needs a CUDA GPU: {reason}"

@@ -1,20 +1,11 @@
 """Which torchcodec goes with the torch this Python has, CPU or CUDA build (ch. 15; `make setup`).
 
-Read off the wheels themselves (2026-12, `nm -D` and `readelf -d` of each release's
-libraries against torch 2.11.0, 2.13.0+cpu, 2.14.1 and 2.15.0):
+Read off the wheels (2026-12, `nm -D`, `readelf -d`): every torchcodec from 0.13 calls torch
+through its stable C ABI, so one wheel loads beside every torch from 2.11; 0.13.0 is PyPI's
+newest CPU build; 0.14-0.17 are CUDA 13 builds, which fail to import beside a CPU torch.
 
-- every torchcodec from 0.13 calls torch through its stable C ABI (``aoti_torch_*``), not
-  C++ symbols, so one wheel loads beside every torch from 2.11 on;
-- 0.13.0 is the newest CPU build on PyPI: it links libtorch_cpu only;
-- 0.14.0-0.17.0 on PyPI are CUDA 13.0 builds (``+cu130``): they link libtorch_cuda,
-  libcudart.so.13 and libnvrtc.so.13 and call ``aoti_torch_get_current_cuda_stream``, which a
-  CPU torch lacks, so beside a CPU torch they fail at import; beside PyPI's CUDA 13 torch
-  (2.11.0+cu130, 2.14.1+cu130, 2.15.0+cu132) they load, on a machine with or without a GPU.
-
-`make setup` and `.ci/run` run this file with the virtual environment's Python (it imports
-nothing of labkit's, so it runs before labkit's dependencies are installed) and install what
-it prints before the kit, so pip's resolver keeps it. Chapter 15's torchcodec check quotes
-the same choice when the installed one is the wrong build.
+`make setup` and `.ci/run` run this file (it imports nothing of labkit's) and install what it
+prints before the kit; chapter 15's torchcodec check quotes the same choice.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """The media fixtures' writers: H.264 videos and audio files, plus WebDataset shards (ch. 15).
 
-Registered as kinds ``video`` and ``audio``. Videos are encoded with PyAV (its wheels carry
-FFmpeg with libx264: no system FFmpeg needed), one thread, fixed x264 settings: the same
-bytes for the same PyAV/x264 build (``portable = False``). Every file is also packed into
-WebDataset-style tar shards (one file and a ``.json`` per sample).
+Kinds ``video`` and ``audio``. PyAV's wheels carry FFmpeg with libx264 (no system FFmpeg),
+so the bytes are the same for the same PyAV build. Every file is also packed into tar shards
+(one file and a ``.json`` per sample).
 """
 
 from __future__ import annotations
 
-import io
 import json
 import tarfile
 import wave
@@ -17,12 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.writers import Writer, register_writer, shard_bounds
+from ..data.writers import Writer, register_writer, shard_bounds, tar_add
 
-# Each frame carries its index as a 16-bit counter: a 2 x 8 grid of black/white cells in its
-# top quarter (chapter 15 reads it back from the decoded pixels). The cells are large and far
-# from mid-grey, so they survive H.264, a reduced decode size and colour conversion; below
-# them, stripes and a square move with the frame index, for the encoder to predict.
+# Each frame carries its index as a 16-bit counter, a 2 x 8 grid of cells in its top quarter
+# that chapter 15 reads back: large and far from mid-grey, they survive H.264 and resizing.
 BITS = 16
 _LOW, _HIGH = 24, 232  # far from the 128 threshold, inside YUV's limited range
 
@@ -41,39 +37,21 @@ def synth_frame(i: int, height: int, width: int, seed: int = 0) -> np.ndarray:
     top = height // 4 + (i * 2) % max(1, height - height // 4 - side)
     left = (i * 3 + seed * 7) % max(1, width - side)
     frame[top:top + side, left:left + side] = (250, 250, 40)
-    draw_counter(frame, i)
-    return frame
-
-
-def _cells(height: int, width: int):
     ch, cw = max(1, height // 8), max(1, width // 8)
-    for b in range(BITS):
+    for b in range(BITS):  # the counter: bit b is cell (b // 8, b % 8)
         r, c = divmod(b, 8)
-        yield b, slice(r * ch, (r + 1) * ch), slice(c * cw, (c + 1) * cw)
-
-
-def draw_counter(frame: np.ndarray, i: int) -> None:
-    """Draw ``i`` into ``frame`` (HWC uint8, in place): bit b is cell (b // 8, b % 8)."""
-    h, w = frame.shape[:2]
-    for b, rows, cols in _cells(h, w):
-        frame[rows, cols] = _HIGH if (i >> b) & 1 else _LOW
-
-
-def video_name(gop: int, width: int, height: int, copy: int) -> str:
-    return f"gop{gop:03d}_{width}x{height}_{copy}"
+        frame[r * ch:(r + 1) * ch, c * cw:(c + 1) * cw] = _HIGH if (i >> b) & 1 else _LOW
+    return frame
 
 
 def encode_video(path_or_file, frames: int, width: int, height: int, fps: int, gop: int,
                  seed: int = 0, crf: int = 20) -> None:
     """Write ``frames`` synthetic frames as H.264 (yuv420p) in mp4, a keyframe every ``gop``.
 
-    ``scenecut=0`` and ``min-keyint=gop`` keep x264 from adding keyframes of its own, so the
-    keyframe interval is exactly what the chapter says it is. ``no-mbtree``: with x264's
-    macroblock-tree rate control on, one thread, the same frames and settings gave different
-    bytes in about one process in three here (P/B-frame videos only; intra-only ones always
-    matched), and always the same bytes once address layout and hash seed were fixed
-    (``setarch -R``, ``PYTHONHASHSEED=0``): the encoder reads memory whose contents depend on
-    the process. Without mbtree, 20 of 20 processes gave the same bytes (issue 22).
+    ``scenecut=0`` and ``min-keyint=gop``: no keyframes but the chapter's. ``mbtree=0``: with
+    x264's macroblock-tree rate control, the same frames gave other bytes in about one process
+    in three (it reads memory whose contents depend on the process); without, 20 of 20 matched
+    (issue 22).
     """
     import av
 
@@ -95,12 +73,6 @@ def encode_video(path_or_file, frames: int, width: int, height: int, fps: int, g
             out.mux(pkt)
 
 
-def _tar_add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size, info.mtime, info.mode = len(data), 0, 0o644
-    tar.addfile(info, io.BytesIO(data))
-
-
 def _write_shards(dest: Path, prefix: str, items: list[dict], shards: int, ext: str) -> None:
     """One tar member pair per item: ``{id:06d}.{ext}`` (the file's bytes) and ``.json``."""
     (dest / "shards").mkdir()
@@ -110,8 +82,8 @@ def _write_shards(dest: Path, prefix: str, items: list[dict], shards: int, ext: 
         with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
             for item in items[bounds[s]:bounds[s + 1]]:
                 key = f"{item['id']:06d}"
-                _tar_add(tar, f"{key}.{ext}", (dest / item["file"]).read_bytes())
-                _tar_add(tar, f"{key}.json", json.dumps(item, sort_keys=True).encode())
+                tar_add(tar, f"{key}.{ext}", (dest / item["file"]).read_bytes(), owner="")
+                tar_add(tar, f"{key}.json", json.dumps(item, sort_keys=True).encode(), owner="")
 
 
 class VideoWriter(Writer):
@@ -132,7 +104,7 @@ class VideoWriter(Writer):
         for gop in spec["gops"]:
             for w, h in spec["sizes"]:
                 for c in range(spec["copies"]):
-                    rel = f"videos/{video_name(gop, w, h, c)}.mp4"
+                    rel = f"videos/gop{gop:03d}_{w}x{h}_{c}.mp4"
                     seed = spec["seed"] * 1000 + len(items)
                     encode_video(str(dest / rel), frames, w, h, spec["fps"], gop, seed)
                     update((dest / rel).stat().st_size)
@@ -144,8 +116,7 @@ class VideoWriter(Writer):
 
 
 def synth_audio(kind: str, sample_rate: int, seconds: float, seed: int) -> np.ndarray:
-    """A mono float32 waveform in [-1, 1]: ``tone`` (a chord that steps every second),
-    ``noise`` (white) or ``bursts`` (speech-like: noisy voiced bursts ~4 per second)."""
+    """A mono float32 waveform in [-1, 1]: ``tone``, ``noise`` or ``bursts`` (speech-like)."""
     n = int(round(sample_rate * seconds))
     t = np.arange(n) / sample_rate
     rng = np.random.default_rng(seed)

@@ -1,8 +1,4 @@
-"""Streams split across ranks x workers: one split base, array shards, tar shards (ch. 03-05).
-
-Its public names are reached as ``lk.streams.NAME`` (``import labkit as lk``); its
-modules' other names are for labkit and tests.
-"""
+"""Streams split across ranks x workers: one split base, array shards, tar shards (ch. 03-05)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Who reads what: rank x worker splitting, one base for every stream (chapters 03-08).
 
-The *global worker* ``g = rank * num_workers + worker`` of ``world_size * num_workers`` takes
-items ``g, g + total, ...``: :class:`SplitStream` is that rule with a per-epoch seeded order
-(``labkit.streams.tarshards`` adds the shuffle buffer and exact resume).
+The global worker ``g = rank * num_workers + worker`` of ``world_size * num_workers`` takes
+items ``g, g + total, ...`` of the epoch's order (:func:`assign`).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from torch.utils.data import IterableDataset
+from torch.utils.data import IterableDataset, get_worker_info
 
 from ..records.table import text_table
 
@@ -26,15 +25,12 @@ class Place(NamedTuple):
     num_workers: int
 
     @property
-    def slot(self) -> int:
-        """The global worker ``rank * num_workers + worker``."""
+    def slot(self) -> int:  # the global worker
         return self.rank * self.num_workers + self.worker
 
     @property
     def source(self) -> str:
         """Who delivers, as audits print it: ``main``, ``worker1``, ``rank1/worker0``..."""
-        from torch.utils.data import get_worker_info
-
         where = "main" if get_worker_info() is None else f"worker{self.worker}"
         return where if self.world_size == 1 else f"rank{self.rank}/{where}"
 
@@ -42,8 +38,6 @@ class Place(NamedTuple):
 def current_split(rank: int | None = None, world_size: int | None = None) -> Place:
     """``(rank, world_size, worker, num_workers)`` of the calling code: the ranks given, else
     ``torch.distributed``'s, else torchrun's ``RANK``/``WORLD_SIZE``, else one process."""
-    from torch.utils.data import get_worker_info
-
     if rank is None or world_size is None:
         import torch.distributed as dist
 
@@ -68,11 +62,10 @@ def assign(items: int, rank: int, world_size: int, worker: int, num_workers: int
 
 
 class SplitStream(IterableDataset):
-    """The base of every stream split over rank x worker (chapters 03-08).
+    """The base of every stream split over rank x worker: ``__iter__`` reads its :meth:`share`.
 
-    In ``__iter__`` a subclass asks :meth:`place`, :meth:`share` (its units in this epoch's
-    order, a function of ``(seed, epoch)``) and :meth:`rng`. ``split``: ``"rank_worker"``,
-    ``"worker"`` (every rank reads everything) or ``"none"`` (every copy does: the trap).
+    ``split``: ``"rank_worker"``, ``"worker"`` (every rank reads everything) or ``"none"``
+    (every copy does: the trap).
     """
 
     splits: tuple[str, ...] = ("rank_worker", "worker", "none")
@@ -86,12 +79,10 @@ class SplitStream(IterableDataset):
         self.split, self.seed, self.rank, self.world_size = split, seed, rank, world_size
         self.epoch = 0
 
-    def set_epoch(self, epoch: int) -> None:
-        """A new shuffle per epoch (the same one in every copy); call before each epoch."""
+    def set_epoch(self, epoch: int) -> None:  # a new order per epoch, the same in every copy
         self.epoch = int(epoch)
 
-    def place(self) -> Place:
-        """Where this copy runs now (call it in ``__iter__``: workers differ)."""
+    def place(self) -> Place:  # where this copy runs now (in ``__iter__``: workers differ)
         return current_split(self.rank, self.world_size)
 
     def rng(self, *salt: int) -> np.random.Generator:
@@ -99,8 +90,7 @@ class SplitStream(IterableDataset):
         return np.random.default_rng([self.seed, self.epoch, *salt])
 
     @property
-    def shuffled(self) -> bool:
-        """Whether :meth:`order` permutes the units (a seed was given)."""
+    def shuffled(self) -> bool:  # a seed permutes the units
         return self.seed is not None
 
     def order(self, units: int) -> list[int]:
@@ -112,13 +102,11 @@ class SplitStream(IterableDataset):
     def share(self, units: int, place: Place | None = None) -> list[int]:
         """The units ``place`` (default: here) reads this epoch, in order."""
         order = self.order(units)
+        if self.split == "none":
+            return order
         p = self.place() if place is None else place
-        if self.split == "rank_worker":
-            return [order[i] for i in assign(units, p.rank, p.world_size, p.worker,
-                                             p.num_workers)]
-        if self.split == "worker":
-            return [order[i] for i in assign(units, 0, 1, p.worker, p.num_workers)]
-        return order
+        rank, world = (p.rank, p.world_size) if self.split == "rank_worker" else (0, 1)
+        return [order[i] for i in assign(units, rank, world, p.worker, p.num_workers)]
 
 
 @dataclass(frozen=True)
@@ -132,17 +120,15 @@ class ShardPlan:
     unit: str = "shards"
 
     @property
-    def idle(self) -> list[str]:
-        """The rank/worker pairs that get no shard at all: started, then idle."""
+    def idle(self) -> list[str]:  # the rank/worker pairs without a shard: started, then idle
         return [src for src, s in self.assignment.items() if not s]
 
     def table(self) -> str:
-        lines = [text_table({"source": "<", self.unit: "<"},
-                            [[src, ", ".join(map(str, s)) if s else "(idle)"]
-                             for src, s in self.assignment.items()])]
-        lines.append(f"{self.shards} {self.unit} over {self.world_size} rank(s) x "
-                     f"{self.num_workers} worker(s): {len(self.idle)} idle")
-        return "\n".join(lines)
+        return text_table({"source": "<", self.unit: "<"},
+                          [[src, ", ".join(map(str, s)) if s else "(idle)"]
+                           for src, s in self.assignment.items()]) + (
+            f"\n{self.shards} {self.unit} over {self.world_size} rank(s) x "
+            f"{self.num_workers} worker(s): {len(self.idle)} idle")
 
     __str__ = table
 

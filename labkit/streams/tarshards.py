@@ -1,16 +1,14 @@
 """A resumable stream over tar shards, what chapters 06-08's libraries do: the fault-matrix tests'.
 
-:class:`TarShardStream` (not a public name: chapter 08 types its own ``ResumableIds``) is
-small enough to read: shards split over ``rank x worker`` slots, shuffled per epoch and
-through a buffer, read with plain :mod:`tarfile`. Resume is exact because an epoch's order
-is a pure function of ``(seed, epoch, slot)`` over sample *positions* (shard, index),
-computed before any byte is read: a checkpoint needs only how many samples each worker
-yielded (torchdata's ``Stateful`` protocol, so ``StatefulDataLoader`` saves it per worker).
+Not public (chapter 08 types its own ``ResumableIds``). Resume is exact because an epoch's
+order is a pure function of ``(seed, epoch, slot)`` over sample positions (shard, index),
+computed before any byte is read: a checkpoint needs only how many samples each worker yielded.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import tarfile
 from pathlib import Path
 
@@ -23,12 +21,8 @@ from .split import Place, SplitStream
 
 
 def shuffle_buffer(items, buffer_size: int, rng: np.random.Generator):
-    """``items`` in the order a shuffle buffer of ``buffer_size`` gives them (1 or less: as is).
-
-    Random replacement: fill the buffer, then emit a random buffered item for each new one
-    and put the new one in its place; drain at the end. The numbers come from ``rng``, so a
-    stream seeded by ``(seed, epoch, slot)`` replays the same order (chapter 08 types it).
-    """
+    """``items`` through a shuffle buffer of ``buffer_size`` (1 or less: as is): each new item
+    replaces a random buffered one, which is emitted; the numbers come from ``rng``."""
     if buffer_size <= 1:
         yield from items
         return
@@ -42,11 +36,6 @@ def shuffle_buffer(items, buffer_size: int, rng: np.random.Generator):
         buf[k] = item
     while buf:
         yield buf.pop(int(rng.integers(len(buf))))
-
-
-def shard_files(source) -> list[Path]:
-    """The ``.tar`` shards of a Fixture, a folder, a file or a list of paths, sorted."""
-    return source_files(source, ".tar")
 
 
 def index_shard(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
@@ -67,15 +56,15 @@ def index_shard(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
             end = tar.offset
     except FileNotFoundError:
         raise DataFormatError(f"{path}: shard not found") from None
-    except tarfile.ReadError as e:
+    except tarfile.TarError as e:
         # "unexpected end of data": tarfile found a member whose bytes run past the end
         if last is not None and last.offset_data + last.size > size:
+            whole = sum(all(o + n <= size for o, n in members.values())
+                        for members in samples.values())  # every member inside the file
             raise DataFormatError(
                 f"{path}: the shard is truncated ({size} bytes, member {last.name} needs "
-                f"{last.offset_data + last.size}); {_whole(samples, size)} samples readable "
-                "before the cut") from None
-        raise DataFormatError(f"{path}: not a readable tar shard ({e})") from None
-    except tarfile.TarError as e:
+                f"{last.offset_data + last.size}); {whole} samples readable before the cut"
+            ) from None
         raise DataFormatError(f"{path}: not a readable tar shard ({e})") from None
     if end + 1024 > size:
         raise DataFormatError(f"{path}: the shard is truncated ({size} bytes, its members and "
@@ -84,30 +73,17 @@ def index_shard(path: Path) -> list[tuple[str, dict[str, tuple[int, int]]]]:
     return list(samples.items())
 
 
-def _whole(samples: dict, size: int) -> int:
-    """How many samples have every member inside the first ``size`` bytes."""
-    return sum(all(o + n <= size for o, n in members.values()) for members in samples.values())
-
-
 class TarShardStream(SplitStream):
-    """Samples from tar shards, split over ``rank x worker``, shuffled, exactly resumable.
-
-    Each sample is ``{"id", "label", "features"}`` (the ``.npy`` array, float32). Shards go
-    round-robin to ``world_size * num_workers`` slots (a worker without a shard is idle: use
-    at least that many shards).
-
-    ``source``: a ``wds`` Fixture, a folder of ``.tar`` shards or a list of them; ``seed``
-    (mixed with :meth:`set_epoch`'s epoch); ``shuffle_shards``: permute the shard list every
-    epoch; ``buffer_size``: the sample shuffle buffer (0: none); ``rank``, ``world_size``:
-    default as :func:`~labkit.streams.split.current_split` finds them when iterating.
-    """
+    """``{"id", "label", "features"}`` samples of a ``wds`` Fixture, a folder of ``.tar`` shards
+    or a list of them, shards round-robin over ``rank x worker``; ``shuffle_shards`` permutes
+    them per epoch, ``buffer_size`` (0: none) shuffles samples."""
 
     splits = ("rank_worker",)
 
     def __init__(self, source, *, seed: int = 0, shuffle_shards: bool = True,
                  buffer_size: int = 0, rank: int | None = None, world_size: int | None = None):
         super().__init__(seed=int(seed), rank=rank, world_size=world_size)
-        self.shards = shard_files(source)
+        self.shards = source_files(source, ".tar")
         self.shuffle_shards, self.buffer_size = shuffle_shards, buffer_size
         self._index: dict[int, list] = {}
         self._yielded = 0  # samples this process's current iterator has yielded
@@ -130,8 +106,7 @@ class TarShardStream(SplitStream):
         return self._index[s]
 
     def _positions(self, place: Place) -> list[tuple[int, int]]:
-        """This slot's ``(shard, index-in-shard)`` positions for the epoch, in yield order:
-        through the shuffle buffer, seeded by ``(seed, epoch, slot)``."""
+        """This slot's ``(shard, index)`` positions for the epoch, in yield order."""
         positions = [(s, k) for s in self.share(len(self.shards), place)
                      for k in range(len(self._shard_index(s)))]
         return list(shuffle_buffer(positions, self.buffer_size, self.rng(place.slot, 1)))
@@ -167,20 +142,12 @@ class TarShardStream(SplitStream):
             yield sample
 
     def _reads(self, positions):
-        current, fh = None, None  # one shard open at a time
-        try:
-            for s, k in positions:
-                if s != current:
-                    if fh is not None:
-                        fh.close()
-                    current, fh = s, open(self.shards[s], "rb")
-                yield self._read(s, k, fh)
-        finally:
-            if fh is not None:
-                fh.close()
+        for s, group in itertools.groupby(positions, key=lambda p: p[0]):  # one shard open
+            with open(self.shards[s], "rb") as fh:
+                for _, k in group:
+                    yield self._read(s, k, fh)
 
-    def fingerprint(self) -> dict:
-        """What must match for a state to apply."""
+    def fingerprint(self) -> dict:  # what must match for a state to apply
         return {"seed": self.seed, "buffer_size": self.buffer_size, "shards": len(self.shards)}
 
     def state_dict(self) -> dict:

@@ -1,9 +1,5 @@
 """The token corpus of chapter 11 (and 11b-11d): its fixture writer, and ``open_tokens``, which
-maps the flat token file and checks it against its document index.
-
-The chapters type their subject (windows, packers, masks, epochs, mixing) in their cells; what
-stays here is the fixture they all open. ``lk.tokens.open_tokens`` (``import labkit as lk``).
-"""
+maps the flat token file and checks it against its document index (the rest is typed)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """The token corpus of chapter 11: synthetic text, a BPE tokenizer trained on it, a flat token file.
 
-The layout is the one nanoGPT (``train.bin``) and Megatron-style indexed datasets use: every
-document's token ids, each ended by an end-of-text id, back to back in one flat binary file
-(uint16 when the vocabulary fits, else uint32), plus a document index of offsets
-(``docs.npy``, ``offsets[d]:offsets[d + 1]`` is document ``d``) and each document's source.
-The text comes from numpy's PCG64 (identical everywhere); the tokenizer is HF ``tokenizers``
-BPE trained locally, nothing downloaded, so the token bytes depend on its version.
+nanoGPT's ``train.bin`` layout: every document's ids, each ended by an end-of-text id, back to
+back (uint16 when the vocabulary fits, else uint32), with a document index of offsets
+(``docs.npy``) and each document's source. The BPE (HF ``tokenizers``) is trained locally, so
+the token bytes depend on its version.
 """
 
 from __future__ import annotations
@@ -50,28 +48,23 @@ def synth_corpus(spec: dict) -> tuple[list[str], np.ndarray, list[str]]:
     """
     rng = np.random.default_rng(spec["seed"])
     lexicon = _lexicon(rng, spec["lexicon"])
-    sources = spec["sources"]
-    names = list(sources)
-    weights = np.array([sources[s]["share"] for s in names], float)
+    names = list(spec["sources"])
+    profiles = [spec["sources"][s] for s in names]
+    weights = np.array([p["share"] for p in profiles], float)
     src = rng.choice(len(names), size=spec["docs"], p=weights / weights.sum()).astype(np.uint8)
-    ranks = np.arange(1, len(lexicon) + 1, dtype=float)
-    texts: list[str] = []
-    per_source = []
-    for s in names:
-        p = ranks ** -spec["zipf"]
-        per_source.append((rng.permutation(len(lexicon)), p / p.sum(), sources[s]))
-    lengths = np.empty(spec["docs"], np.int64)
-    for i, s in enumerate(src):
-        prof = per_source[s][2]
-        lengths[i] = 1 + int(rng.lognormal(np.log(prof["median_words"]), prof["sigma"]))
+    zipf = np.arange(1, len(lexicon) + 1, dtype=float) ** -spec["zipf"]
+    zipf /= zipf.sum()
+    perms = [rng.permutation(len(lexicon)) for _ in names]
+    lengths = np.array([1 + int(rng.lognormal(np.log(profiles[s]["median_words"]),
+                                              profiles[s]["sigma"])) for s in src], np.int64)
     lengths = np.minimum(lengths, spec["max_words"])
-    drawn, cursor = [], [0] * len(names)
-    for s, (perm, p, _) in enumerate(per_source):  # one vectorized draw per source
-        n = int(lengths[src == s].sum())
-        drawn.append(lexicon[perm[rng.choice(len(lexicon), size=n, p=p)]])
-    for i, s in enumerate(src):  # document i takes the next words of its source's draw
-        texts.append(" ".join(drawn[s][cursor[s]:cursor[s] + lengths[i]]))
-        cursor[s] += lengths[i]
+    texts = [""] * spec["docs"]
+    for s, perm in enumerate(perms):  # one vectorized draw per source, cut into its documents
+        mine = np.flatnonzero(src == s)
+        words = lexicon[perm[rng.choice(len(lexicon), size=int(lengths[mine].sum()), p=zipf)]]
+        cuts = np.split(words, np.cumsum(lengths[mine])[:-1])  # one piece even for no docs
+        for i, w in zip(mine, cuts, strict=False):
+            texts[i] = " ".join(w)
     return texts, src, names
 
 
@@ -88,43 +81,10 @@ def train_tokenizer(texts, vocab: int, sample_docs: int | None = None):
     return tok
 
 
-def write_corpus(spec: dict, dest: Path, update) -> tuple[dict, int]:
-    """The fixture writer: corpus.jsonl, tokenizer.json, tokens.bin, docs.npy, sources.npy."""
-    texts, src, names = synth_corpus(spec)
-    with open(dest / "corpus.jsonl", "w") as fh:
-        for i, (t, s) in enumerate(zip(texts, src, strict=True)):
-            fh.write(json.dumps({"id": i, "source": names[s], "text": t}) + "\n")
-    tok = train_tokenizer(texts, spec["vocab"], spec.get("train_docs"))
-    tok.save(str(dest / "tokenizer.json"))
-    eos = tok.token_to_id(EOS)
-    dtype = token_dtype(tok.get_vocab_size())
-    lengths = np.empty(len(texts), np.int64)
-    with open(dest / "tokens.bin", "wb") as fh:
-        for lo in range(0, len(texts), 4096):  # encode_batch runs on the tokenizer's threads
-            enc = tok.encode_batch(texts[lo:lo + 4096])
-            ids = [e.ids + [eos] for e in enc]
-            lengths[lo:lo + len(ids)] = [len(x) for x in ids]
-            arr = np.fromiter((t for x in ids for t in x), dtype=dtype)
-            fh.write(arr.tobytes())
-            update(arr.nbytes)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    np.save(dest / "docs.npy", offsets)
-    np.save(dest / "sources.npy", src)
-    meta = {"dtype": dtype.name, "tokens": int(offsets[-1]), "docs": len(texts),
-            "vocab": tok.get_vocab_size(), "eos": eos, "sources": names,
-            "context": spec["context"], "files": {"tokens": "tokens.bin", "docs": "docs.npy",
-            "sources": "sources.npy", "tokenizer": "tokenizer.json", "text": "corpus.jsonl"}}
-    # samples = documents: a count that does not depend on the tokenizers version (tokens do)
-    return meta, len(texts)
-
-
 @dataclass(frozen=True)
 class TokenCorpus:
-    """A flat token file mapped read-only, with its document index (chapter 11).
-
-    ``tokens[offsets[d]:offsets[d + 1]]`` is document ``d`` (its last id is ``eos``);
-    ``sources[d]`` indexes ``source_names``.
-    """
+    """A flat token file mapped read-only: document ``d`` is ``tokens[offsets[d]:offsets[d + 1]]``
+    (its last id ``eos``), from source ``source_names[sources[d]]`` (chapter 11)."""
 
     path: Path
     tokens: np.ndarray   # np.memmap, read-only
@@ -139,8 +99,7 @@ class TokenCorpus:
         return len(self.offsets) - 1
 
     @property
-    def lengths(self) -> np.ndarray:
-        """Tokens per document (end-of-text included)."""
+    def lengths(self) -> np.ndarray:  # tokens per document, end-of-text included
         return np.diff(self.offsets)
 
     def document(self, d: int) -> np.ndarray:
@@ -151,12 +110,9 @@ def open_tokens(source, *, dtype=None, vocab: int | None = None, offsets=None,
                 check_ids: bool = True) -> TokenCorpus:
     """Map a flat token file and check it against its index; errors name the file and offset.
 
-    ``source``: a ``corpus`` fixture (the rest is read from its manifest), or a flat token
-    file's path (then give ``vocab``; ``dtype`` defaults to :func:`token_dtype`). ``offsets``:
+    ``source``: a ``corpus`` fixture, or a token file's path (then give ``vocab``). ``offsets``:
     the document index (an array or a ``.npy`` path; default the fixture's, or one document).
-    ``check_ids`` scans every id once for ``id >= vocab`` (another tokenizer or dtype).
-    Raises :class:`~labkit.DataFormatError` for a size that is not whole tokens, an index
-    that decreases or points past the end, or an id outside the vocabulary.
+    ``check_ids`` scans every id once for ``id >= vocab``.
     """
     sources, eos, names = None, 0, ()
     if hasattr(source, "manifest"):  # a Fixture
@@ -219,7 +175,34 @@ class CorpusWriter(Writer):
         return spec["docs"] * 400  # ~200 tokens of 2 bytes per document, on average
 
     def write(self, spec, dest, update):
-        return write_corpus(spec, dest, update)
+        """corpus.jsonl, tokenizer.json, tokens.bin, docs.npy, sources.npy."""
+        texts, src, names = synth_corpus(spec)
+        with open(dest / "corpus.jsonl", "w") as fh:
+            for i, (t, s) in enumerate(zip(texts, src, strict=True)):
+                fh.write(json.dumps({"id": i, "source": names[s], "text": t}) + "\n")
+        tok = train_tokenizer(texts, spec["vocab"], spec.get("train_docs"))
+        tok.save(str(dest / "tokenizer.json"))
+        eos = tok.token_to_id(EOS)
+        dtype = token_dtype(tok.get_vocab_size())
+        lengths = np.empty(len(texts), np.int64)
+        with open(dest / "tokens.bin", "wb") as fh:
+            for lo in range(0, len(texts), 4096):  # encode_batch runs on the tokenizer's threads
+                enc = tok.encode_batch(texts[lo:lo + 4096])
+                ids = [e.ids + [eos] for e in enc]
+                lengths[lo:lo + len(ids)] = [len(x) for x in ids]
+                arr = np.fromiter((t for x in ids for t in x), dtype=dtype)
+                fh.write(arr.tobytes())
+                update(arr.nbytes)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        np.save(dest / "docs.npy", offsets)
+        np.save(dest / "sources.npy", src)
+        meta = {"dtype": dtype.name, "tokens": int(offsets[-1]), "docs": len(texts),
+                "vocab": tok.get_vocab_size(), "eos": eos, "sources": names,
+                "context": spec["context"], "files": {
+                    "tokens": "tokens.bin", "docs": "docs.npy", "sources": "sources.npy",
+                    "tokenizer": "tokenizer.json", "text": "corpus.jsonl"}}
+        # samples = documents: a count that does not depend on the tokenizers version (tokens do)
+        return meta, len(texts)
 
 
 register_writer("corpus", CorpusWriter())
