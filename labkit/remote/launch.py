@@ -9,7 +9,7 @@ left the ranks running (260 s after a 1 s timeout, once, in CI).
 from __future__ import annotations
 
 import contextlib
-import datetime
+import importlib.util
 import json
 import os
 import shutil
@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,8 +30,6 @@ from ..errors import LabkitError
 # __mp_main__, and without it every worker would run the job (join the process group) again.
 _STUB = ('from {module} import main\n\n'
          'if __name__ == "__main__":\n    main()\n')
-JOBS = "labkit.remote._torchrun_job"   # chapter 04's jobs; 11c writes its own
-PATIENT_S = 120  # every collective a peer still joins, however slowly its workers start
 
 
 def _kill_tree(pid: int) -> None:
@@ -64,37 +61,13 @@ class TorchrunResult:
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out
 
-    def deliveries(self, key: str) -> list[tuple[str, list[int]]]:
+    def deliveries(self, key: str) -> list:
         """``(source, ids)`` pairs of every rank for one part of the job, for ``lk.audit``."""
-        pairs = []
-        for r in self.ranks:
-            part = r[key]
-            part = part["deliveries"] if isinstance(part, dict) else part
-            pairs += [(str(src), list(ids)) for src, ids in part]
-        return pairs
+        parts = [r[key]["deliveries"] if isinstance(r[key], dict) else r[key] for r in self.ranks]
+        return [pair for part in parts for pair in part]
 
     def tail(self, lines: int = 15) -> str:
         return "\n".join(self.output.strip().splitlines()[-lines:])
-
-
-def run_rank(job) -> None:
-    """A job module's ``main()``: join a gloo group, run ``job(cfg, dist, out)``, write ``out``
-    (with the traceback if it raised) as ``rank{r}.json`` in the config's ``out`` folder."""
-    import torch.distributed as dist
-
-    cfg = json.loads(Path(sys.argv[1]).read_text())
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=PATIENT_S))
-    rank = dist.get_rank()
-    out: dict = {"rank": rank, "world_size": dist.get_world_size()}
-    try:
-        job(cfg, dist, out)
-    except BaseException:
-        out["traceback"] = traceback.format_exc()[-2000:]
-        raise
-    finally:
-        (Path(cfg["out"]) / f"rank{rank}.json").write_text(json.dumps(out))
-        with contextlib.suppress(Exception):  # a broken group after a timeout: exiting anyway
-            dist.destroy_process_group()
 
 
 def free_port() -> int:
@@ -104,11 +77,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, module: str = JOBS,
+def torchrun(job: str, *, module: str, nproc: int = 2, timeout: float = 120.0,
              **params) -> TorchrunResult:
-    """Run job ``job`` of ``module`` on ``nproc`` ranks with torchrun; ``params`` (JSON-able)
-    are its config; past ``timeout`` seconds every process is killed. Jobs of the default
-    module: ``"sharding"`` (``then_hang=True``: the hang after it) and ``"hang"``."""
+    """Run ``main()`` of ``module`` (a chapter's ``%%writefile`` job, on ``sys.path`` here and
+    so in the ranks too) on ``nproc`` ranks with torchrun; its config: ``{"job": job, "out":
+    folder for rank{r}.json, **params}`` (JSON-able). Past ``timeout`` s every process is
+    killed."""
+    if importlib.util.find_spec(module) is None:
+        raise LabkitError(f"torchrun: no module {module!r} on sys.path (write the job first)")
     tmp = Path(tempfile.mkdtemp(prefix="labkit-torchrun-"))
     try:
         (tmp / "job.py").write_text(_STUB.format(module=module))
@@ -119,7 +95,9 @@ def torchrun(job: str, *, nproc: int = 2, timeout: float = 120.0, module: str = 
                "--nnodes=1", "--master-addr=127.0.0.1", f"--master-port={free_port()}",
                f"--log-dir={tmp / 'logs'}", str(tmp / "job.py"), str(tmp / "config.json")]
         env = {k: v for k, v in os.environ.items() if k != "TORCHELASTIC_ERROR_FILE"}
-        env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        # the ranks import what this process does (as spawn workers get its sys.path)
+        env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+                   PYTHONPATH=os.pathsep.join(filter(None, sys.path)))
         t0 = time.perf_counter()
         # own session; a timeout kills it and every rank's session too (_kill_tree)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
