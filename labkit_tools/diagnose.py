@@ -22,16 +22,16 @@ import time
 from itertools import islice
 from pathlib import Path
 
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader
 
 from labkit.ceilings import measure_ceilings
-from labkit.display.figures import agg_figure, png_bytes
+from labkit.display.figures import png_bytes
 from labkit.facilities import usable_cores
 from labkit.instruments.meter import measure, simulated_step
 from labkit.loading.loaders import worker_processes
 from labkit.loading.processes import stop_processes
 from labkit.profiling.diagnosis import DiagnoseError, Diagnosis
-from labkit.profiling.timeline import record_timeline
+from labkit.profiling.timeline import record_timeline, same_batches
 
 LOADER_BOUND_WAIT = 0.25  # a loop waiting more than this share of its time: loader-bound
 STEP_BOUND_WAIT, STEP_BOUND_RATIO = 0.10, 1.5  # less, and the loader this much faster: step
@@ -193,12 +193,8 @@ def run_diagnose(target: str, *, step_ms: float | None = None, batches: int = 40
                 bound = "balanced"
             limit.phase = "profiling the data path in this process"
             # the same dataset, batches and collate in this process, where cProfile sees it
-            inproc = factory() if not is_dl else DataLoader(
-                obj.dataset, batch_size=obj.batch_size, drop_last=obj.drop_last,
-                collate_fn=obj.collate_fn) if isinstance(obj.dataset, IterableDataset) else (
-                DataLoader(obj.dataset, batch_sampler=obj.batch_sampler, collate_fn=obj.collate_fn)
-                if obj.batch_sampler is not None else DataLoader(
-                    obj.dataset, batch_size=None, sampler=obj.sampler, collate_fn=obj.collate_fn))
+            inproc = same_batches(obj, obj.dataset, collate_fn=obj.collate_fn) if is_dl \
+                else factory()
             hs, cpu_share = _hotspots(iter(inproc), max(2, min(batches, 20)))
             one = _per_s(run("measuring one process (num_workers=0)", inproc)) if is_dl \
                 else loader_bps
@@ -229,12 +225,11 @@ def _timeline(obj, step, batches, path, target) -> str:
     if not isinstance(obj, DataLoader):
         return f"not drawn: {target}() returns a {type(obj).__name__}, not a DataLoader"
     tl = record_timeline(obj, step=step, max_batches=min(batches, 40), name=target)
-    fig = agg_figure(figsize=(10, 1.2 + 0.45 * (len({b["worker"] for b in tl.batches}) + 1)))
-    tl.plot(ax=fig.add_subplot())
-    fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_bytes(png_bytes(fig, dpi=100))
+    Path(path).write_bytes(png_bytes(tl.plot(), dpi=100))
     return str(path)
+
+
 def load_factory(spec: str):
     """``"module:function"`` or ``"path/to/file.py:function"`` -> the function."""
     module, sep, attr = spec.rpartition(":")
