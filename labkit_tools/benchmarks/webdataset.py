@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tarfile
+from itertools import groupby
 
 import webdataset as wds
 from torch.utils.data import DataLoader
@@ -26,17 +27,11 @@ def _tarfile_samples(shards) -> int:
     n = 0
     for shard in shards:
         with tarfile.open(shard, "r|") as tar:  # "r|": a stream, as over a network
-            key, sample = None, {}
-            for m in tar:
-                if not m.isfile():
-                    continue
-                k, _, ext = m.name.partition(".")
-                if k != key and sample:
-                    n += 1
-                    sample = {}
-                key = k
-                sample[ext] = tar.extractfile(m).read()
-            n += bool(sample)
+            files = (m for m in tar if m.isfile())
+            for _, members in groupby(files, key=lambda m: m.name.partition(".")[0]):
+                # read as they stream past: a "r|" member cannot be read once the next is out
+                sample = {m.name.partition(".")[2]: tar.extractfile(m).read() for m in members}
+                n += bool(sample)
     return n
 
 
