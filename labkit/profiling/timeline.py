@@ -1,11 +1,9 @@
 """A per-batch timeline: who made each batch, when, how long the loop waited (chapter 13b).
 
 Each worker stamps every batch it makes (start, samples fetched, collated) into a file of
-its own; the loop stamps its waits and steps. ``time.perf_counter`` is ``CLOCK_MONOTONIC``
-on Linux, one clock for the machine, so all the stamps line up. Public torch API only: the
-dataset and collate are wrapped, ``get_worker_info()`` names the worker, and torch hands
-map-style batches out in turn (``in_order=True``): worker ``w``'s ``k``-th batch is batch
-``k * num_workers + w``.
+its own, the loop its waits and steps, all on ``time.perf_counter`` (one monotonic clock for
+the machine). The dataset and collate are wrapped; torch hands batches out in turn
+(``in_order=True``): worker ``w``'s ``k``-th batch is batch ``k * num_workers + w``.
 """
 
 from __future__ import annotations
@@ -183,12 +181,8 @@ class Timeline:
 
 def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = None,
                     name: str | None = None, **knobs) -> Timeline:
-    """Run one pass of a stamped copy of ``loader`` (with ``knobs`` applied) and collect it.
-
-    ``step`` is called with every batch (a train step, or :func:`lk.simulated_step`);
-    ``knobs``: ``num_workers``, ``persistent_workers``. The copy's workers are stopped
-    before returning.
-    """
+    """One pass of a stamped copy of ``loader`` (``knobs``: ``num_workers``,
+    ``persistent_workers``), ``step`` called with every batch; its workers stopped after."""
     log_dir = tempfile.mkdtemp(prefix="labkit-timeline-")
     _state.update(start=None, seq=0)  # num_workers=0 stamps in this process; fork copies it
     _state.pop("end", None)

@@ -62,13 +62,9 @@ def media(scale: str | None = None, backend: str = "torchcodec", num_workers: in
           clips: int = 192, frames: int = 16, batch_size: int = 16, rounds: int = 7) -> dict:
     """Random clips (``frames`` consecutive frames, 1 s keyframe interval) decoded by
     torchcodec in workers against the main process (:func:`.ceiling.worker_scaling`); then
-    one process's cost of a random clip at the far keyframe interval over an every-frame one
-    (interleaved pairs, median ratio).
-
-    Batches of 16 clips, passes of 192: at ci's 64 px a clip decodes in ~2 ms, and with
-    batches of 4 the per-batch hand-over was what it timed (ratio 0.46-0.49 against 0.65-0.75
-    with 16, on the quiet 2-core dev machine). Pass ``batch_size=4`` to see it.
-    """
+    one process's cost of a random clip at the far keyframe interval over an every-frame one.
+    Batches of 16: at ci's 64 px a clip decodes in ~2 ms, and batches of 4 time the
+    per-batch hand-over instead (``batch_size=4`` shows it)."""
     scale = resolve_scale(scale)
     fx = fixture("videos", scale, progress=False)
     gops = sorted(fx.meta["gops"])

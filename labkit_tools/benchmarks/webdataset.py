@@ -57,10 +57,8 @@ def _decoding_loader(shards, num_workers: int):
                               "it is below the goal); medians of paired ratios, 95% intervals")
 def webdataset_bench(scale: str | None = None, pairs: int = 15, worker_pairs: int = 9,
                      epochs: int = 2) -> dict:
-    """WebDataset against plain ``tarfile`` (no decode, page cache warm: the library's
-    per-sample overhead; ``pairs`` trials on the CPU clock), and 1 vs 2 decoding persistent
-    workers, warmed first (``worker_pairs`` trials of ``epochs`` passes, wall clock), judged
-    against the machine's parallelism for 2 processes (:mod:`.ceiling`)."""
+    """WebDataset against plain ``tarfile`` (no decode, warm page cache; CPU clock), and 1 vs
+    2 warmed decoding workers (wall clock) against the machine's parallelism (:mod:`.ceiling`)."""
     scale = resolve_scale(scale)
     fx = fixture("wds", scale, progress=False)
     shards = fx.file_list(".tar")
