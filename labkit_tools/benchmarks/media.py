@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -17,28 +18,27 @@ from .registry import benchmark
 GOAL = 0.8
 
 
+@functools.cache
+def _decoder(pid: int, path: str):
+    """One torchcodec ``VideoDecoder`` per file and process (keyed by ``pid``: one opened
+    before a fork is not reused in the child)."""
+    from torchcodec.decoders import VideoDecoder
+
+    return VideoDecoder(path, seek_mode="exact", num_ffmpeg_threads=1)
+
+
 class _Clips(Dataset):
-    """Clip ``i`` (``(file, frame indices)``) decoded by torchcodec: one ``VideoDecoder`` per
-    file and process, opened when first asked (one opened before a fork is not reused)."""
+    """Clip ``i`` (``(file, frame indices)``) decoded by torchcodec."""
 
     def __init__(self, plan):
-        self.plan, self.decoders, self.pid = plan, {}, os.getpid()
+        self.plan = plan
 
     def __len__(self):
         return len(self.plan)
 
     def __getitem__(self, i):
-        from torchcodec.decoders import VideoDecoder
-
         path, indices = self.plan[i]
-        if self.pid != os.getpid():
-            self.decoders, self.pid = {}, os.getpid()
-        if path not in self.decoders:
-            self.decoders[path] = VideoDecoder(path, seek_mode="exact", num_ffmpeg_threads=1)
-        return self.decoders[path].get_frames_at(indices).data
-
-    def __getstate__(self):
-        return {**self.__dict__, "decoders": {}}
+        return _decoder(os.getpid(), path).get_frames_at(indices).data
 
 
 def _plan(fx, gop: int, clips: int, frames: int, seed: int) -> _Clips:
