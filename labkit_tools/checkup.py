@@ -1,11 +1,7 @@
 """``labkit doctor``: what this machine gives the chapters, and what to fix (ch. 00).
 
 Each check reads one fact the chapters depend on and, where it gets in a chapter's way, says
-what to install or change (``labkit lab`` prints the failing ones first): the cores this
-process may use (a container's CPU set caps worker speed-ups), /dev/shm (Docker's 64 MiB
-ends worker hand-overs in "bus error"), the start method (03b), a free-threaded build (09's
-threads-vs-processes rows), FFmpeg's libraries (torchcodec, chapter 15) and the browser the
-real-browser test needs.
+what to install or change (``labkit lab`` prints the failing ones first).
 """
 
 from __future__ import annotations

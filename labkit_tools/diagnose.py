@@ -19,19 +19,20 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader
 
 from labkit.ceilings import measure_ceilings
-from labkit.display.figures import agg_figure, png_bytes
+from labkit.display.figures import png_bytes
+from labkit.errors import LabkitError
 from labkit.facilities import usable_cores
 from labkit.instruments.meter import measure, simulated_step
 from labkit.loading.loaders import worker_processes
 from labkit.loading.processes import stop_processes
-from labkit.profiling.diagnosis import DiagnoseError, Diagnosis
-from labkit.profiling.timeline import record_timeline
+from labkit.profiling.timeline import record_timeline, same_batches
 
 LOADER_BOUND_WAIT = 0.25  # a loop waiting more than this share of its time: loader-bound
 STEP_BOUND_WAIT, STEP_BOUND_RATIO = 0.10, 1.5  # less, and the loader this much faster: step
@@ -41,6 +42,59 @@ IO_CPU_SHARE = 0.5        # a data path less CPU than this (sleep, I/O) needs no
 _MACHINERY = tuple(os.path.join(*p) for p in [
     ("torch", "utils", "data", ""), ("torch", "_ops.py"), ("torch", "autograd", "profiler.py"),
     ("labkit_tools", "diagnose.py"), ("labkit", "loading", ""), ("cProfile",), ("pstats",)])
+
+
+class DiagnoseError(LabkitError):
+    """The loader could not be built, iterated or measured in time (the message says which)."""
+
+
+@dataclass
+class Diagnosis:
+    """What :func:`diagnose` found; ``str()`` is the report, :meth:`as_dict` its JSON."""
+
+    target: str
+    bound: str                          # "loader", "step" or "balanced"
+    loader_batches_per_s: float
+    step_batches_per_s: float | None
+    wait_fraction: float | None
+    num_workers: int | None             # the loader's, None if not a DataLoader
+    one_process_batches_per_s: float | None
+    cpu_share: float | None             # CPU / wall of the data path in this process
+    first_batch_s: float | None = None  # iter() to the first batch: worker start-up included
+    hotspots: list = field(default_factory=list)     # [{"name", "where", "share", "via"}]
+    suggestion: dict = field(default_factory=dict)   # {"knobs": {...}, "why": "..."}
+    timeline: str | None = None
+    samples_per_batch: float | None = None
+    bytes_per_sample: float | None = None    # bytes of a sample as the loop receives it
+    tensors_per_batch: int | None = None     # torch tensors in a batch (images, labels: 2)
+    ceiling: dict = field(default_factory=dict)  # the roofline's verdict
+
+    def as_dict(self) -> dict:
+        return {k: None if isinstance(v, float) and math.isnan(v) else v
+                for k, v in self.__dict__.items()}
+
+    def __str__(self) -> str:
+        def f(x, fmt="{:,.1f}"):
+            return "n/a" if x is None or x != x else fmt.format(x)  # x != x: NaN
+
+        c, hs = self.ceiling, self.hotspots
+        return "\n".join([
+            f"diagnose {self.target}", f"  bound:                 {self.bound}",
+            f"  loader_batches_per_s:  {f(self.loader_batches_per_s)}  (num_workers="
+            f"{self.num_workers}; one process: {f(self.one_process_batches_per_s)})",
+            f"  step_batches_per_s:    {f(self.step_batches_per_s)}",
+            f"  wait_fraction:         {f(self.wait_fraction, '{:.1%}')}",
+            f"  data path CPU share:   {f(self.cpu_share, '{:.0%}')}",
+            f"  first batch:           {f(self.first_batch_s, '{:.2f} s')}",
+            "  hotspots (cProfile, this process, num_workers=0):",
+            *([f"    {h['share']:6.1%}  {h['name']}" + (f" (in {h['via']})" if h["via"] else "")
+               + f"  {h['where']}" for h in hs] or ["    none found"]),
+            f"  suggestion:            {self.suggestion.get('knobs') or 'no knob'}",
+            f"    why: {self.suggestion.get('why', '')}",
+            *([f"  ceiling:               {c['label']}: the loader runs at {c['fraction']:.0%} "
+               f"of the {c['limit']:,.0f} samples/s it allows; its stages predict "
+               f"{c['predicted']:,.0f} ({c['how']})"] if c else []),
+            *([f"  timeline:              {self.timeline}"] if self.timeline else [])])
 
 
 class _Limit:
@@ -193,12 +247,8 @@ def run_diagnose(target: str, *, step_ms: float | None = None, batches: int = 40
                 bound = "balanced"
             limit.phase = "profiling the data path in this process"
             # the same dataset, batches and collate in this process, where cProfile sees it
-            inproc = factory() if not is_dl else DataLoader(
-                obj.dataset, batch_size=obj.batch_size, drop_last=obj.drop_last,
-                collate_fn=obj.collate_fn) if isinstance(obj.dataset, IterableDataset) else (
-                DataLoader(obj.dataset, batch_sampler=obj.batch_sampler, collate_fn=obj.collate_fn)
-                if obj.batch_sampler is not None else DataLoader(
-                    obj.dataset, batch_size=None, sampler=obj.sampler, collate_fn=obj.collate_fn))
+            inproc = same_batches(obj, obj.dataset, collate_fn=obj.collate_fn) if is_dl \
+                else factory()
             hs, cpu_share = _hotspots(iter(inproc), max(2, min(batches, 20)))
             one = _per_s(run("measuring one process (num_workers=0)", inproc)) if is_dl \
                 else loader_bps
@@ -229,12 +279,11 @@ def _timeline(obj, step, batches, path, target) -> str:
     if not isinstance(obj, DataLoader):
         return f"not drawn: {target}() returns a {type(obj).__name__}, not a DataLoader"
     tl = record_timeline(obj, step=step, max_batches=min(batches, 40), name=target)
-    fig = agg_figure(figsize=(10, 1.2 + 0.45 * (len({b["worker"] for b in tl.batches}) + 1)))
-    tl.plot(ax=fig.add_subplot())
-    fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_bytes(png_bytes(fig, dpi=100))
+    Path(path).write_bytes(png_bytes(tl.plot(), dpi=100))
     return str(path)
+
+
 def load_factory(spec: str):
     """``"module:function"`` or ``"path/to/file.py:function"`` -> the function."""
     module, sep, attr = spec.rpartition(":")

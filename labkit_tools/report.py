@@ -1,10 +1,8 @@
 """``labkit report``: checkpoint records side by side across runs and machines (chapter 00).
 
-Each record is one run (a chapter, a machine, a time). pandas pivots every run's observations
-into one table (a row per chapter, observation, unit and knobs; a column per run), with each
-run's ratio to a baseline run beside it: a laptop beside a workstation, or a run before a knob
-change beside the run after. The report is Markdown (a PNG beside it) or one self-contained
-HTML file (plots embedded, no scripts, nothing fetched).
+Each record is one run (a chapter, a machine, a time); pandas pivots their observations into
+a table per chapter with each run's ratio to a baseline run. Markdown with a PNG beside it, or
+one self-contained HTML file (plots embedded, no scripts, nothing fetched).
 """
 
 from __future__ import annotations

@@ -93,8 +93,7 @@ def test_cli_unknown_ceiling_is_one_line_and_exit_2(capsys):
 
 
 def test_diagnose_names_the_ceiling_of_a_worker_loader():
-    from labkit.profiling.diagnosis import Diagnosis
-    from labkit_tools.diagnose import place_loader
+    from labkit_tools.diagnose import Diagnosis, place_loader
 
     d = Diagnosis(target="t", bound="loader", loader_batches_per_s=100.0,
                   step_batches_per_s=None, wait_fraction=None, num_workers=2,

@@ -1,11 +1,9 @@
 """A per-batch timeline: who made each batch, when, how long the loop waited (chapter 13b).
 
 Each worker stamps every batch it makes (start, samples fetched, collated) into a file of
-its own; the loop stamps its waits and steps. ``time.perf_counter`` is ``CLOCK_MONOTONIC``
-on Linux, one clock for the machine, so all the stamps line up. Public torch API only: the
-dataset and collate are wrapped, ``get_worker_info()`` names the worker, and torch hands
-map-style batches out in turn (``in_order=True``): worker ``w``'s ``k``-th batch is batch
-``k * num_workers + w``.
+its own, the loop its waits and steps, all on ``time.perf_counter`` (one monotonic clock for
+the machine). The dataset and collate are wrapped; torch hands batches out in turn
+(``in_order=True``): worker ``w``'s ``k``-th batch is batch ``k * num_workers + w``.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from itertools import islice
 
 from torch.utils.data import DataLoader, IterableDataset, default_collate, get_worker_info
 
-from ..display.figures import done, subplots
+from ..display.figures import agg_figure
 from ..instruments.measurement import wait_fraction
 from ..instruments.meter import timed_steps
 from ..loading.loaders import WORKER_TIMEOUT_S
@@ -91,6 +89,16 @@ class _TimedCollate:
         return out
 
 
+def same_batches(loader: DataLoader, dataset, **kw) -> DataLoader:
+    """A DataLoader over ``dataset`` (``loader``'s or a wrapper of it) cutting the batches
+    ``loader`` cuts (its sampler or batch sampler, its batch size); ``kw``: the rest."""
+    if isinstance(loader.dataset, IterableDataset):
+        return DataLoader(dataset, batch_size=loader.batch_size, drop_last=loader.drop_last, **kw)
+    if loader.batch_sampler is not None:  # batch_size= built one; or the learner passed it
+        return DataLoader(dataset, batch_sampler=loader.batch_sampler, **kw)
+    return DataLoader(dataset, batch_size=None, sampler=loader.sampler, **kw)
+
+
 def timed_loader(loader: DataLoader, log_dir: str, **knobs):
     """A copy of ``loader`` whose workers stamp every batch into ``log_dir`` (see the module).
 
@@ -109,11 +117,7 @@ def timed_loader(loader: DataLoader, log_dir: str, **knobs):
                   multiprocessing_context=loader.multiprocessing_context,
                   prefetch_factor=loader.prefetch_factor or 2,
                   persistent_workers=knobs.get("persistent_workers", loader.persistent_workers))
-    if isinstance(ds, IterableDataset):
-        return DataLoader(timed, batch_size=loader.batch_size, drop_last=loader.drop_last, **kw)
-    if loader.batch_sampler is not None:  # batch_size= built one; or the learner passed it
-        return DataLoader(timed, batch_sampler=loader.batch_sampler, **kw)
-    return DataLoader(timed, batch_size=None, sampler=loader.sampler, **kw)
+    return same_batches(loader, timed, **kw)
 
 
 #: The lanes' colours: a worker fetching samples, collating them; the loop waiting, stepping.
@@ -142,18 +146,17 @@ class Timeline:
         wait = sum(r["got"] - r["asked"] for r in self.loop[1:])
         return wait_fraction(wait, self.loop[-1]["done"] - self.loop[0]["done"])
 
-    def plot(self, ax=None, title: str | None = None):
+    def plot(self, title: str | None = None):
         """Lanes: one per worker (fetch, collate; batch numbers), the loop's (wait, step).
 
         Gaps in a worker lane: its queue is full (the step is the bound); a loop lane
-        mostly red: the loop waits for data (the loader is). Returns the figure.
+        mostly red: the loop waits for data (the loader is). Returns the figure (no pyplot).
         """
         from matplotlib.patches import Patch
 
         workers = sorted({b["worker"] for b in self.batches})
-        own = ax is None
-        if own:
-            fig, ax = subplots(figsize=(10, 1.2 + 0.45 * (len(workers) + 1)))
+        fig = agg_figure(figsize=(10, 1.2 + 0.45 * (len(workers) + 1)))
+        ax = fig.add_subplot()
         lane = {w: i + 1 for i, w in enumerate(workers)}
         for b in self.batches:
             y = (lane[b["worker"]] - 0.4, 0.8)
@@ -172,17 +175,14 @@ class Timeline:
         ax.set_title(title or f"{self.name}: waiting {self.wait_fraction:.0%} of the loop")
         ax.legend(handles=[Patch(color=c, label=k) for k, c in COLORS.items()],
                   loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-        return done(ax.figure) if own else ax.figure
+        fig.tight_layout()
+        return fig
 
 
 def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = None,
                     name: str | None = None, **knobs) -> Timeline:
-    """Run one pass of a stamped copy of ``loader`` (with ``knobs`` applied) and collect it.
-
-    ``step`` is called with every batch (a train step, or :func:`lk.simulated_step`);
-    ``knobs``: ``num_workers``, ``persistent_workers``. The copy's workers are stopped
-    before returning.
-    """
+    """One pass of a stamped copy of ``loader`` (``knobs``: ``num_workers``,
+    ``persistent_workers``), ``step`` called with every batch; its workers stopped after."""
     log_dir = tempfile.mkdtemp(prefix="labkit-timeline-")
     _state.update(start=None, seq=0)  # num_workers=0 stamps in this process; fork copies it
     _state.pop("end", None)

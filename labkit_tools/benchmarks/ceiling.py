@@ -93,15 +93,10 @@ def capped_verdict(name: str, result: dict, cap: float, goal: float, why: str) -
 
 def worker_scaling(dataset, goal: float, num_workers: int | None = None,
                    batch_size: int = 256, rounds: int = 7, unit: str = "samples") -> dict:
-    """``dataset`` in the main process (one core) against ``num_workers`` persistent workers
-    (default: the usable cores), judged against the ceiling (chapters 10, 15).
-
-    The workers are warmed by an untimed pass; then ``rounds`` interleaved pairs of passes
-    on the wall clock, each pair's ``ratio`` the workers' rate over ``single rate x
-    min(num_workers, cores)``, judged against ``goal``; the machine's parallelism, measured
-    before and after, makes a miss ``inconclusive`` when even the ceiling is below the goal.
-    The rates: ``single_core_UNIT_per_s``, ``workers_UNIT_per_s``, ``ideal_UNIT_per_s``.
-    """
+    """``dataset`` in the main process (one core) against ``num_workers`` warmed persistent
+    workers (default: the usable cores), chapters 10 and 15: ``rounds`` interleaved pairs of
+    passes, each ``ratio`` the workers' rate over the single rate x min(num_workers, cores),
+    judged against ``goal`` and the machine's parallelism (:func:`busy_verdict`)."""
     cores = usable_cores()
     n = num_workers or cores
     ideal = min(n, cores)

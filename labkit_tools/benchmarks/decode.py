@@ -22,13 +22,9 @@ GOAL = 0.85
 def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | None = None,
            batch_size: int = 256, samples: int = 4096, rounds: int = 7) -> dict:
     """JPEG decode (read + decode + to tensor + collate) in ``num_workers`` workers (default:
-    the usable cores) against the main process, by :func:`.ceiling.worker_scaling`.
-
-    ``scale`` picks the images fixture (default workshop's 128 px). Batches of 256: on 2
-    cores, with 64 (or ci's 64 px images) each batch's ~1-3 ms hand-over to the main process
-    is most of what is timed: ratio 0.75 (ci) / 0.78 (workshop) against 0.97 / 0.87 with 256,
-    back to back on a quiet machine. Pass ``batch_size=64`` to see it.
-    """
+    the usable cores) against the main process, by :func:`.ceiling.worker_scaling`. Batches
+    of 256: with 64, each batch's ~1-3 ms hand-over is most of what is timed
+    (``batch_size=64`` shows it)."""
     fx = fixture("images", resolve_scale(scale), progress=False)
     images = ImageFolderDataset(fx, decoder=decoder)
     ds = Subset(images, [i % len(images) for i in range(samples)])  # a pass long enough to time

@@ -1,14 +1,10 @@
 """``labkit bench gpu``: the accelerator side, measured where a CUDA GPU is (chapters 09, 10, 16).
 
-``make test-gpu`` writes its figures as a record (``--records reference/<machine>``) for
-``labkit report``; without CUDA it returns ``{"skipped": reason}`` at once. The parts time
-what the chapters type: host-to-device per batch size (pageable, pinned in the loop, pinned
-once, a DataLoader's pin thread; 09), data-wait with a real GPU step, plain against 09b's
-side-stream prefetch, nvJPEG against the fastest CPU decoder times the cores (10), and the
-capstone's JPEG pipeline naive beside tuned, judged on a step it can feed (16). NVDEC
-(15b) is not here: PyPI's torchcodec is a CPU build (``lk.status("media_gpu")``).
-:data:`GPU_CHAPTERS` are the notebooks with GPU cells; :func:`gpu_cells_not_run` fails one
-whose record says its GPU cells were skipped beside a GPU.
+What the chapters type, timed: host-to-device per batch size and a GPU step's data-wait,
+plain and side-stream prefetched (09), nvJPEG against the CPU decoders (10), the capstone's
+pipeline naive beside tuned (16); ``{"skipped": reason}`` without CUDA. NVDEC (15b) is not
+here: PyPI's torchcodec is a CPU build. :data:`GPU_CHAPTERS` and :func:`gpu_cells_not_run`
+are ``make test-gpu``'s chapter check.
 """
 
 from __future__ import annotations
@@ -226,12 +222,9 @@ class _JpegDataset(Dataset):
 
 
 def capstone_wait(n: int = 4096, batch: int = 64, repeats: int = 10, dim: int = 4096) -> dict:
-    """The capstone's loop on the GPU: naive beside tuned, data-wait and samples/s.
-
-    The small CNN steps faster than the cores decode (the ceiling:
-    ``decode_bound_samples_per_s``), so the goal is judged on a step made heavier (bf16
-    matmuls) to run at 80 % of the loader's rate, over ``repeats`` passes (10: the sign
-    test's 95 % interval is the 2nd to 9th)."""
+    """The capstone's loop on the GPU, naive beside tuned; the small CNN outruns the cores'
+    decode, so the goal is judged on a step made heavier (bf16 matmuls) to run at 80 % of
+    the loader's rate, over ``repeats`` passes (10: the sign test's 95 % interval)."""
     blobs = _photo_jpegs(64)
     name, rates = fastest_decoder(blobs)
     ds = _JpegDataset([blobs[i % 64] for i in range(n)], name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -17,28 +18,27 @@ from .registry import benchmark
 GOAL = 0.8
 
 
+@functools.cache
+def _decoder(pid: int, path: str):
+    """One torchcodec ``VideoDecoder`` per file and process (keyed by ``pid``: one opened
+    before a fork is not reused in the child)."""
+    from torchcodec.decoders import VideoDecoder
+
+    return VideoDecoder(path, seek_mode="exact", num_ffmpeg_threads=1)
+
+
 class _Clips(Dataset):
-    """Clip ``i`` (``(file, frame indices)``) decoded by torchcodec: one ``VideoDecoder`` per
-    file and process, opened when first asked (one opened before a fork is not reused)."""
+    """Clip ``i`` (``(file, frame indices)``) decoded by torchcodec."""
 
     def __init__(self, plan):
-        self.plan, self.decoders, self.pid = plan, {}, os.getpid()
+        self.plan = plan
 
     def __len__(self):
         return len(self.plan)
 
     def __getitem__(self, i):
-        from torchcodec.decoders import VideoDecoder
-
         path, indices = self.plan[i]
-        if self.pid != os.getpid():
-            self.decoders, self.pid = {}, os.getpid()
-        if path not in self.decoders:
-            self.decoders[path] = VideoDecoder(path, seek_mode="exact", num_ffmpeg_threads=1)
-        return self.decoders[path].get_frames_at(indices).data
-
-    def __getstate__(self):
-        return {**self.__dict__, "decoders": {}}
+        return _decoder(os.getpid(), path).get_frames_at(indices).data
 
 
 def _plan(fx, gop: int, clips: int, frames: int, seed: int) -> _Clips:
@@ -62,13 +62,9 @@ def media(scale: str | None = None, backend: str = "torchcodec", num_workers: in
           clips: int = 192, frames: int = 16, batch_size: int = 16, rounds: int = 7) -> dict:
     """Random clips (``frames`` consecutive frames, 1 s keyframe interval) decoded by
     torchcodec in workers against the main process (:func:`.ceiling.worker_scaling`); then
-    one process's cost of a random clip at the far keyframe interval over an every-frame one
-    (interleaved pairs, median ratio).
-
-    Batches of 16 clips, passes of 192: at ci's 64 px a clip decodes in ~2 ms, and with
-    batches of 4 the per-batch hand-over was what it timed (ratio 0.46-0.49 against 0.65-0.75
-    with 16, on the quiet 2-core dev machine). Pass ``batch_size=4`` to see it.
-    """
+    one process's cost of a random clip at the far keyframe interval over an every-frame one.
+    Batches of 16: at ci's 64 px a clip decodes in ~2 ms, and batches of 4 time the
+    per-batch hand-over instead (``batch_size=4`` shows it)."""
     scale = resolve_scale(scale)
     fx = fixture("videos", scale, progress=False)
     gops = sorted(fx.meta["gops"])

@@ -46,14 +46,9 @@ def clock_read_ns(reads: int = 100_000) -> float:
                                   "interval); its floor is one clock read per batch "
                                   "(clock_floor_pct)")
 def meter_overhead(batches: int = 10_000, pairs: int = 41) -> dict:
-    """Time a bare ``for batch in loader`` against ``lk.measure`` on the same DataLoader.
-
-    A DataLoader (``batch_size=None``, no workers) over a list of one 4-element tensor
-    yields 100k+ batches/s, so every nanosecond the meter spends per batch shows. ``pairs``
-    interleaved (bare, metered) trials after an untimed pass of each, the garbage collector
-    off. ``overhead_pct``: uniform batches declared (one clock read per batch, what a stock
-    DataLoader gets); ``exact_sizing_overhead_pct`` sizes every batch (no goal).
-    """
+    """A bare ``for batch in loader`` against ``lk.measure`` on a DataLoader of 100k+ tiny
+    batches/s, ``pairs`` interleaved trials, the garbage collector off. ``overhead_pct``:
+    uniform batches declared; ``exact_sizing_overhead_pct`` sizes every batch (no goal)."""
     loader = DataLoader([torch.arange(4)] * batches, batch_size=None, num_workers=0)
 
     def bare():

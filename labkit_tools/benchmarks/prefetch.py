@@ -24,12 +24,9 @@ def prefetch(ms_per_sample: float = 2.0, batch_size: int = 32, batches: int = 24
              repeats: int = 5) -> dict:
     """Data-wait of a naive loader (``num_workers=0``) vs the one :func:`suggest_loader` tunes.
 
-    Each sample costs ``ms_per_sample`` of CPU; the step sleeps (a GPU step the CPU waits
-    on) as long as one process takes per batch. The tuned loader's capacity alone verifies
-    the suggestion; if a busy machine keeps it below 1.2x the step rate, the step is
-    lengthened to capacity / 1.25 (``step_adjusted``). Judged figures: medians over
-    ``repeats`` passes of persistent workers after a warm-up. Batches of ~64 ms of work: a
-    batch's hand-over costs the main process ~1-3 ms, ~10 % of a 16 ms step.
+    Each sample costs ``ms_per_sample`` of CPU; the step sleeps as long as one process takes
+    per batch. The tuned loader's capacity alone verifies the suggestion; a busy machine
+    that keeps it below 1.2x the step rate gets a step of capacity / 1.25 (``step_adjusted``).
     """
     ds = WorkDataset(batch_size * batches, ms=ms_per_sample, kind="busy")
     naive = DataLoader(ds, batch_size=batch_size)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from contextlib import nullcontext
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
@@ -31,14 +32,10 @@ def _profiler_overhead(loader, step, batches: int, repeats: int) -> float:
         it = iter(loader)
         next(it)  # start-up is not the profiler's cost
         t = time.perf_counter()
-        if profiled:
-            with profile(activities=acts):
-                for _ in range(batches):
-                    with record_function("step"):
-                        step(next(it))
-        else:
+        with profile(activities=acts) if profiled else nullcontext():
             for _ in range(batches):
-                step(next(it))
+                with record_function("step") if profiled else nullcontext():
+                    step(next(it))
         return time.perf_counter() - t
 
     runs = [(loop(False), loop(True)) for _ in range(repeats)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tarfile
+from itertools import groupby
 
 import webdataset as wds
 from torch.utils.data import DataLoader
@@ -26,17 +27,11 @@ def _tarfile_samples(shards) -> int:
     n = 0
     for shard in shards:
         with tarfile.open(shard, "r|") as tar:  # "r|": a stream, as over a network
-            key, sample = None, {}
-            for m in tar:
-                if not m.isfile():
-                    continue
-                k, _, ext = m.name.partition(".")
-                if k != key and sample:
-                    n += 1
-                    sample = {}
-                key = k
-                sample[ext] = tar.extractfile(m).read()
-            n += bool(sample)
+            files = (m for m in tar if m.isfile())
+            for _, members in groupby(files, key=lambda m: m.name.partition(".")[0]):
+                # read as they stream past: a "r|" member cannot be read once the next is out
+                sample = {m.name.partition(".")[2]: tar.extractfile(m).read() for m in members}
+                n += bool(sample)
     return n
 
 
@@ -62,10 +57,8 @@ def _decoding_loader(shards, num_workers: int):
                               "it is below the goal); medians of paired ratios, 95% intervals")
 def webdataset_bench(scale: str | None = None, pairs: int = 15, worker_pairs: int = 9,
                      epochs: int = 2) -> dict:
-    """WebDataset against plain ``tarfile`` (no decode, page cache warm: the library's
-    per-sample overhead; ``pairs`` trials on the CPU clock), and 1 vs 2 decoding persistent
-    workers, warmed first (``worker_pairs`` trials of ``epochs`` passes, wall clock), judged
-    against the machine's parallelism for 2 processes (:mod:`.ceiling`)."""
+    """WebDataset against plain ``tarfile`` (no decode, warm page cache; CPU clock), and 1 vs
+    2 warmed decoding workers (wall clock) against the machine's parallelism (:mod:`.ceiling`)."""
     scale = resolve_scale(scale)
     fx = fixture("wds", scale, progress=False)
     shards = fx.file_list(".tar")
