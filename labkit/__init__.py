@@ -18,13 +18,13 @@ module importing only its own layer or the one before, at the top of the file
    resume trials), ``remote`` (the loopback HTTP and S3 servers, torchrun from a notebook),
    ``display`` (dashboard, plots), ``records`` (checkpoint, machine).
 2. What is left of a chapter's own topic, where it is an instrument: ``tokens`` (11: the
-   corpus fixture), ``formats`` (12: the bake-off's LMDB/HDF5 rows), ``profiling`` (13b: the
-   per-batch timeline ``labkit diagnose`` draws), ``objstore`` (14: the object-store systems'
-   checks), ``media`` (15: the video and audio fixtures, the decoder checks).
+   corpus fixture), ``formats`` (12: the bake-off's LMDB/HDF5 rows), ``objstore`` (14: the
+   object-store systems' checks), ``media`` (15: the video and audio fixtures, the decoder
+   checks).
 
 The tools are not here: ``labkit_tools`` (the ``labkit`` command, ``labkit run``, the report,
-the named benchmarks, ``labkit doctor``, ``labkit diagnose``) imports labkit, never the other
-way round. ``import labkit`` loads labkit and labkit.lazy only: a flat name and ``lk.FOLDER``
+the named benchmarks, ``labkit doctor``, ``labkit diagnose`` and its per-batch timeline)
+imports labkit, never the other way round. ``import labkit`` loads labkit and labkit.lazy only: a flat name and ``lk.FOLDER``
 are imported on first use. The public API: ``__all__`` (sorted; tests/test_api.py) and a
 folder's own ``__all__`` (``lk.remote.serve``); tests/test_size.py keeps their count.
 """

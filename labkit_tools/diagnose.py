@@ -32,7 +32,7 @@ from labkit.facilities import usable_cores
 from labkit.instruments.meter import measure, simulated_step
 from labkit.loading.loaders import worker_processes
 from labkit.loading.processes import stop_processes
-from labkit.profiling.timeline import record_timeline, same_batches
+from labkit_tools.timeline import record_timeline, same_batches
 
 LOADER_BOUND_WAIT = 0.25  # a loop waiting more than this share of its time: loader-bound
 STEP_BOUND_WAIT, STEP_BOUND_RATIO = 0.10, 1.5  # less, and the loader this much faster: step

@@ -19,7 +19,7 @@ ROOT = Path(labkit.__file__).parent
 
 SPINE = ("errors", "lazy", "paths", "scale", "optional", "facilities", "ceilings", "data", "images",
          "streams", "loading", "instruments", "remote", "display", "records")
-CHAPTERS = ("tokens", "formats", "profiling", "objstore", "media")
+CHAPTERS = ("tokens", "formats", "objstore", "media")
 TOOLS = ()   # the tools are a package of their own, labkit_tools (imports labkit, never back)
 TOP = ("labkit",)
 

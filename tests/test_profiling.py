@@ -8,8 +8,8 @@ from torch.utils.data import DataLoader
 
 import labkit as lk
 from labkit.instruments.tuning import WorkDataset
-from labkit.profiling.timeline import close_log, record_timeline, timed_loader
 from labkit_tools.bench import run_benchmark
+from labkit_tools.timeline import close_log, record_timeline, timed_loader
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])

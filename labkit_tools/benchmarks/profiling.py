@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 from labkit.instruments.meter import measure, simulated_step
 from labkit.instruments.tuning import WorkDataset
 from labkit.loading.loaders import WORKER_TIMEOUT_S
-from labkit.profiling.timeline import close_log, timed_loader
+from labkit_tools.timeline import close_log, timed_loader
 
 from .registry import benchmark
 

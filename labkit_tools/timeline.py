@@ -1,4 +1,4 @@
-"""A per-batch timeline: who made each batch, when, how long the loop waited (chapter 13b).
+"""``labkit diagnose --timeline``: who made each batch, when, how long the loop waited (13b).
 
 Each worker stamps every batch it makes (start, samples fetched, collated) into a file of
 its own, the loop its waits and steps, all on ``time.perf_counter`` (one monotonic clock for
@@ -17,10 +17,10 @@ from itertools import islice
 
 from torch.utils.data import DataLoader, IterableDataset, default_collate, get_worker_info
 
-from ..display.figures import agg_figure
-from ..instruments.measurement import wait_fraction
-from ..instruments.meter import timed_steps
-from ..loading.loaders import WORKER_TIMEOUT_S
+from labkit.display.figures import agg_figure
+from labkit.instruments.measurement import wait_fraction
+from labkit.instruments.meter import timed_steps
+from labkit.loading.loaders import WORKER_TIMEOUT_S
 
 clock = time.perf_counter
 # Per process (each worker has its own copy): when the batch being made started, and how
