@@ -1,8 +1,7 @@
 """The media fixtures' writers: H.264 videos and audio files, plus WebDataset shards (ch. 15).
 
-Kinds ``video`` and ``audio``. PyAV's wheels carry FFmpeg with libx264 (no system FFmpeg),
-so the bytes are the same for the same PyAV build. Every file is also packed into tar shards
-(one file and a ``.json`` per sample).
+PyAV's wheels carry FFmpeg with libx264, so the bytes are the same for the same PyAV build.
+Every file is also packed into tar shards (the file and a ``.json`` per sample).
 """
 
 from __future__ import annotations

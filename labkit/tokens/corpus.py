@@ -40,12 +40,9 @@ def _lexicon(rng: np.random.Generator, words: int) -> np.ndarray:
 
 
 def synth_corpus(spec: dict) -> tuple[list[str], np.ndarray, list[str]]:
-    """The documents' texts, each one's source number, and the source names.
-
-    Each source has its own document-length profile (lognormal words per document: median
-    and sigma in the spec) and its own word frequencies (Zipf over a shuffled lexicon), so
-    the mix has many short documents and a long tail far past the context length.
-    """
+    """The documents' texts, each one's source number, and the source names: each source has
+    its own lognormal document length and Zipf word frequencies (over its own shuffled lexicon),
+    so the mix has many short documents and a long tail far past the context length."""
     rng = np.random.default_rng(spec["seed"])
     lexicon = _lexicon(rng, spec["lexicon"])
     names = list(spec["sources"])
