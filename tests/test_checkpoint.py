@@ -31,7 +31,7 @@ def _checkpoint(**kw) -> ck.Checkpoint:
 def test_round_trip(records, capsys):
     path = _checkpoint().write()
     assert path.parent == records and path.name.startswith("01_measuring--")
-    record = ck.read_checkpoint(path)
+    record = ck.Checkpoint.read(path)
     assert record == json.loads(path.read_text())
     assert record["schema"] == ck.SCHEMA and record["scale"] == "ci"
     assert set(ck.REQUIRED_KEYS) <= set(record)
@@ -56,13 +56,13 @@ def test_records_dir_argument_and_scale_from_env(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_SCALE", "full")
     c = ck.Checkpoint("00_start", records_dir=tmp_path / "here")
     path = c.observe("x", 1, "").write(print_summary=False)
-    assert path.parent == tmp_path / "here" and ck.read_checkpoint(path)["scale"] == "full"
+    assert path.parent == tmp_path / "here" and ck.Checkpoint.read(path)["scale"] == "full"
 
 
 def test_fixture_recorded(records, tmp_path):
     fx = SimpleNamespace(name="tokens", path=tmp_path, digest="ab" * 32, nbytes=10, files=1,
                          scale="ci")
-    record = ck.read_checkpoint(_checkpoint().use_fixture(fx).write(False))
+    record = ck.Checkpoint.read(_checkpoint().use_fixture(fx).write(False))
     assert record["data"] == [{"name": "tokens", "path": str(tmp_path), "digest": "ab" * 32,
                                "nbytes": 10, "files": 1, "scale": "ci"}]
     assert record["environment"]["data"]["path"] == str(tmp_path.resolve())
@@ -175,13 +175,13 @@ def test_read_errors_name_the_file(records, mutate, message):
     good = json.loads(_checkpoint().write(False).read_text())
     bad = _write(records / "bad.json", mutate(good))
     with pytest.raises(RecordError, match=message) as info:
-        ck.read_checkpoint(bad)
+        ck.Checkpoint.read(bad)
     assert str(bad) in str(info.value)
 
 
 def test_missing_file_named(tmp_path):
     with pytest.raises(RecordError, match="nope.json"):
-        ck.read_checkpoint(tmp_path / "nope.json")
+        ck.Checkpoint.read(tmp_path / "nope.json")
 
 
 def test_summary_lists_first_observations():

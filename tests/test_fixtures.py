@@ -150,11 +150,6 @@ def test_portable_writers_match_pinned_digests(kind, tmp_path):
         f"{kind} writer output changed for the same seed: bump GENERATOR_VERSION")
 
 
-def test_portable_flags():
-    assert {k for k, w in _writers.WRITERS.items() if w.portable} == {
-        "array", "npy_files", "npy_shards", "jsonl"}
-
-
 # -- content --------------------------------------------------------------------------------
 
 

@@ -90,8 +90,7 @@ class _Lazy(Dataset):
         meta = getattr(fixture_or_path, "meta", {})
         self.dtype = dtype or meta.get("dtype")
         self.shape = shape or meta.get("shape")
-        self._arr = None
-        self.rows = len(self.array)  # validate now, in the parent, naming the file
+        self.rows = len(open_array(self.path, self.dtype, self.shape))  # checked in the parent
         self._arr = None
 
     @property

@@ -142,24 +142,19 @@ def _digest(files: dict) -> str:
     return hashlib.sha256(lines.encode()).hexdigest()
 
 
-def _progress(total: int, desc: str, enabled: bool):
-    if not enabled:
-        return contextlib.nullcontext(None)
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, leave=False, file=sys.stderr)
-
-
 def _generate(name: str, spec: dict, scale: str, dest: Path, progress: bool) -> dict:
     """Write the fixture into a temporary folder beside ``dest`` and swap it in atomically."""
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    from tqdm.auto import tqdm  # here: it looks for IPython, a cost only generating pays
+
     writer = WRITERS[spec["kind"]]
     t0 = time.perf_counter()
     try:
-        with _progress(writer.estimate_bytes(spec), f"{name} ({scale})", progress) as bar:
-            meta, samples = writer.write(spec, tmp, bar.update if bar else (lambda n: None))
+        with tqdm(total=writer.estimate_bytes(spec), desc=f"{name} ({scale})", unit="B",
+                  unit_scale=True, leave=False, file=sys.stderr, disable=not progress) as bar:
+            meta, samples = writer.write(spec, tmp, bar.update)
         files = {}
         for p in sorted(q for q in tmp.rglob("*") if q.is_file()):
             st = p.stat()

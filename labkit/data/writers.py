@@ -38,7 +38,6 @@ def _shards(spec: dict, ext: str) -> list[dict]:
 
 
 class Writer:
-    portable = True  # same bytes on every machine and library version
     required: tuple[str, ...] = ("seed",)  # spec fields write() reads, checked up front
 
     def estimate_bytes(self, spec: dict) -> int:
@@ -141,7 +140,6 @@ def encode_jpeg(img: np.ndarray, quality: int) -> bytes:
 
 
 class JpegWriter(Writer):
-    portable = False
     required = ("seed", "classes", "quality", "samples", "size")
 
     def estimate_bytes(self, spec):
@@ -171,7 +169,6 @@ def tar_add(tar: tarfile.TarFile, name: str, data: bytes, owner: str = "labkit")
 
 
 class WebDatasetWriter(Writer):
-    portable = False
     required = ("seed", "classes", "quality", "features", "samples", "shards", "size")
 
     def estimate_bytes(self, spec):
@@ -207,7 +204,6 @@ def _texts(rng: np.random.Generator, n: int) -> list[str]:
 
 
 class ParquetWriter(Writer):
-    portable = False
     required = ("seed", "classes", "features", "samples", "shards", "row_group")
 
     def estimate_bytes(self, spec):
@@ -267,20 +263,16 @@ WRITERS: dict[str, Writer] = {
 }
 
 
-# Kinds whose writers live beside their chapter's code, imported when a spec names one.
-CHAPTER_KINDS = {"corpus": "labkit.tokens.corpus", "video": "labkit.media.writers",
-                 "audio": "labkit.media.writers"}
+# Kinds whose writers live beside their chapter's code: (module, class), imported when a spec
+# names one.
+CHAPTER_KINDS = {"corpus": ("labkit.tokens.corpus", "CorpusWriter"),
+                 "video": ("labkit.media.writers", "VideoWriter"),
+                 "audio": ("labkit.media.writers", "AudioWriter")}
 
 
 def writer_for(kind: str) -> Writer | None:
     """The writer of a fixture kind, importing its chapter's module if it has one."""
     if kind not in WRITERS and kind in CHAPTER_KINDS:
-        importlib.import_module(CHAPTER_KINDS[kind])   # it calls register_writer
+        module, name = CHAPTER_KINDS[kind]
+        WRITERS[kind] = getattr(importlib.import_module(module), name)()
     return WRITERS.get(kind)
-
-
-def register_writer(kind: str, writer: Writer) -> None:
-    """Add a fixture kind from a chapter folder (the folder calls this when imported)."""
-    if kind in WRITERS and type(WRITERS[kind]) is not type(writer):
-        raise ValueError(f"fixture kind {kind!r} is already written by {WRITERS[kind]!r}")
-    WRITERS[kind] = writer

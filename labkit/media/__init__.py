@@ -1,14 +1,7 @@
 """The video and audio fixtures' writers, and which decoders run here (chapter 15).
 
-Importing it registers the ``video`` and ``audio`` fixture kinds and the decoder checks
+``writers`` holds the ``video`` and ``audio`` fixture kinds; ``backends`` the decoder checks
 ``lk.status("ffmpeg")``, ``"torchcodec"``, ``"pyav"``, ``"spdl"`` and ``"media_gpu"``.
 """
-
-from __future__ import annotations
-
-from . import (
-    backends,  # noqa: F401 - registers the decoder checks
-    writers,  # noqa: F401 - registers the video and audio fixture kinds
-)
 
 __all__: list[str] = []

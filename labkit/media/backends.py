@@ -75,18 +75,6 @@ def _spdl_status() -> tuple[bool, str]:
                                   f"torchcodec does: {FFMPEG_INSTALL})")
 
 
-def _torchcodec_cuda_install() -> str:
-    """How to install torchcodec's CUDA build for this torch (pip's default is the CPU one)."""
-    import torch
-
-    cu = "cu" + (torch.version.cuda or "").replace(".", "")[:3]
-    return (f"install torchcodec's CUDA build for torch {torch.__version__} (CUDA "
-            f"{torch.version.cuda}): `pip install torchcodec --index-url "
-            f"https://download.pytorch.org/whl/{cu}` (beside a CPU or CUDA 12 torch the kit "
-            "installs 0.13.0, PyPI's CPU build; PyPI's 0.14 and newer are CUDA 13 builds; "
-            "pytorch/torchcodec README, 'Installing CUDA-enabled TorchCodec')")
-
-
 @functools.cache
 def _cuda_decode_probe(device: str) -> str | None:
     """Decode a tiny H.264 clip on ``device``; ``None`` if that worked, else what went wrong.
@@ -137,8 +125,14 @@ def _media_gpu_status(device=None) -> tuple[bool, str]:
     if not torch.version.cuda:
         return False, "this torch is a CPU build: torchcodec's CUDA decode needs a CUDA torch"
     failed = _cuda_decode_probe(str(device or "cuda"))
-    if failed:
-        return False, (f"{why}, but a test decode on the GPU failed ({failed}): "
-                       + _torchcodec_cuda_install())
+    if failed:  # pip's default torchcodec is the CPU build: name the CUDA one for this torch
+        cu = "cu" + torch.version.cuda.replace(".", "")[:3]
+        return False, (
+            f"{why}, but a test decode on the GPU failed ({failed}): install torchcodec's CUDA "
+            f"build for torch {torch.__version__} (CUDA {torch.version.cuda}): `pip install "
+            f"torchcodec --index-url https://download.pytorch.org/whl/{cu}` (beside a CPU or "
+            "CUDA 12 torch the kit installs 0.13.0, PyPI's CPU build; PyPI's 0.14 and newer "
+            "are CUDA 13 builds; pytorch/torchcodec README, 'Installing CUDA-enabled "
+            "TorchCodec')")
     return True, f"{why}, {reason}; a test decode on the GPU ran"
 

@@ -1,8 +1,7 @@
 """The media fixtures' writers: H.264 videos and audio files, plus WebDataset shards (ch. 15).
 
-Kinds ``video`` and ``audio``. PyAV's wheels carry FFmpeg with libx264 (no system FFmpeg),
-so the bytes are the same for the same PyAV build. Every file is also packed into tar shards
-(one file and a ``.json`` per sample).
+PyAV's wheels carry FFmpeg with libx264, so the bytes are the same for the same PyAV build.
+Every file is also packed into tar shards (the file and a ``.json`` per sample).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.writers import Writer, register_writer, shard_bounds, tar_add
+from ..data.writers import Writer, shard_bounds, tar_add
 
 # Each frame carries its index as a 16-bit counter, a 2 x 8 grid of cells in its top quarter
 # that chapter 15 reads back: large and far from mid-grey, they survive H.264 and resizing.
@@ -89,7 +88,6 @@ def _write_shards(dest: Path, prefix: str, items: list[dict], shards: int, ext: 
 class VideoWriter(Writer):
     """Videos at each keyframe interval x resolution x copy, as files and as shards."""
 
-    portable = False
     required = ("seed", "fps", "seconds", "gops", "sizes", "copies", "shards")
 
     def estimate_bytes(self, spec):
@@ -170,7 +168,6 @@ def write_flac(path, x: np.ndarray, sample_rate: int) -> None:
 class AudioWriter(Writer):
     """Tones, noise and bursts at each sample rate, as WAV and FLAC files and as shards."""
 
-    portable = False
     required = ("seed", "sample_rates", "seconds", "kinds", "shards")
 
     def estimate_bytes(self, spec):
@@ -194,7 +191,3 @@ class AudioWriter(Writer):
         _write_shards(dest, "audio", flac, spec["shards"], "flac")
         return {"files": items, "seconds": spec["seconds"],
                 "sample_rates": spec["sample_rates"]}, len(items)
-
-
-register_writer("video", VideoWriter())
-register_writer("audio", AudioWriter())

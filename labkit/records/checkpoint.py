@@ -1,8 +1,7 @@
 """The local verification checkpoint: a JSON record of what a chapter observed (every chapter).
 
-Every chapter ends with one (chapter 00 introduces it): the observations with units and
-the knobs that produced them, the data they were measured on, the conditions that matter
-(warm page cache, CPU backend) and the machine. ``labkit report`` compares records.
+Observations with units and knobs, the data, the conditions (warm page cache) and the machine;
+``labkit report`` compares records.
 """
 
 from __future__ import annotations
@@ -103,10 +102,9 @@ class Checkpoint:
 
     def add(self, thing, name: str | None = None, config: dict | None = None,
             **kw) -> Checkpoint:
-        """Record everything a result observed: a :class:`Measurement` (chapter 01), an
-        :class:`Audit` (03), a :class:`ResumeTrial` (08), anything with an
-        ``as_observations(name=..., config=..., **kw)`` method, or a list of them or a dict
-        ``{name: result}``; ``name`` prefixes the names, ``config`` joins every config."""
+        """Record what a result (Measurement, Audit, ResumeTrial: anything with
+        ``as_observations``), a list or a ``{name: result}`` dict observed; ``name`` prefixes
+        the names, ``config`` joins every config."""
         if isinstance(thing, dict):
             for key, item in thing.items():
                 self.add(item, key if name is None else f"{name}.{key}", config, **kw)
@@ -130,8 +128,36 @@ class Checkpoint:
 
     @staticmethod
     def read(path) -> dict:
-        """Read a written record back, validated (chapter 00): :func:`read_checkpoint`."""
-        return read_checkpoint(path)
+        """Read and validate one written record (chapter 00); errors name the file and fault."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RecordError(f"cannot read checkpoint {path}: {exc}") from exc
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RecordError(f"checkpoint {path} is not valid JSON: {exc}") from exc
+        schema = record.get("schema") if isinstance(record, dict) else None
+        if not isinstance(schema, str):
+            raise RecordError(f"{path} is not a labkit checkpoint (no 'schema' string)")
+        if schema != SCHEMA:
+            prefix, _, version = schema.rpartition("/")
+            if (prefix == _SCHEMA_PREFIX and version.isdigit()
+                    and int(version) > int(_SCHEMA_VERSION)):
+                raise RecordError(f"{path} was written by a newer labkit (schema {schema}; this "
+                                  f"labkit reads {SCHEMA}); upgrade labkit to read it")
+            raise RecordError(f"{path} has unknown schema {schema!r} (expected {SCHEMA})")
+        missing = [k for k in REQUIRED_KEYS if k not in record]
+        if missing:
+            raise RecordError(f"{path} lacks required keys: {', '.join(missing)}")
+        for key, (kind, json_name) in _KEY_TYPES.items():
+            if not isinstance(record[key], kind):
+                raise RecordError(f"{path}: {key!r} must be a JSON {json_name}")
+        for i, obs in enumerate(record["observations"]):
+            if not isinstance(obs, dict) or any(k not in obs for k in _OBSERVATION_KEYS):
+                raise RecordError(f"{path}: observation {i} needs the keys name, value, unit")
+        return record
 
     def constraint(self, text: str) -> Checkpoint:
         """Note a condition the numbers depend on, e.g. ``"warm page cache"``."""
@@ -198,38 +224,6 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).strip("_") or "unknown"
 
 
-def read_checkpoint(path) -> dict:
-    """Read and validate one record; a RecordError names the file and what is wrong."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"cannot read checkpoint {path}: {exc}") from exc
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"checkpoint {path} is not valid JSON: {exc}") from exc
-    schema = record.get("schema") if isinstance(record, dict) else None
-    if not isinstance(schema, str):
-        raise RecordError(f"{path} is not a labkit checkpoint (no 'schema' string)")
-    if schema != SCHEMA:
-        prefix, _, version = schema.rpartition("/")
-        if prefix == _SCHEMA_PREFIX and version.isdigit() and int(version) > int(_SCHEMA_VERSION):
-            raise RecordError(f"{path} was written by a newer labkit (schema {schema}; this "
-                              f"labkit reads {SCHEMA}); upgrade labkit to read it")
-        raise RecordError(f"{path} has unknown schema {schema!r} (expected {SCHEMA})")
-    missing = [k for k in REQUIRED_KEYS if k not in record]
-    if missing:
-        raise RecordError(f"{path} lacks required keys: {', '.join(missing)}")
-    for key, (kind, json_name) in _KEY_TYPES.items():
-        if not isinstance(record[key], kind):
-            raise RecordError(f"{path}: {key!r} must be a JSON {json_name}")
-    for i, obs in enumerate(record["observations"]):
-        if not isinstance(obs, dict) or any(k not in obs for k in _OBSERVATION_KEYS):
-            raise RecordError(f"{path}: observation {i} needs the keys name, value, unit")
-    return record
-
-
 def summary(record: dict, path=None) -> str:
     """The short human summary :meth:`Checkpoint.write` prints."""
     env = record.get("environment", {})
@@ -275,15 +269,13 @@ def load_records(dirs) -> list[dict]:
         for f in files:
             if f.resolve() not in seen:
                 seen.add(f.resolve())
-                records.append({**read_checkpoint(f), "_source": str(f), "_folder": str(d)})
+                records.append({**Checkpoint.read(f), "_source": str(f), "_folder": str(d)})
     return sorted(records, key=lambda r: str(r["created"]))
 
 
 def reference_figures(machine: str = "nvidia-h200", chapter: str = "bench_gpu") -> dict:
-    """The observations of the newest ``chapter`` record in the repository's
-    ``reference/<machine>/``, as ``{name: value}`` (chapters 00, 09, 10, 16): a real GPU
-    server's figures, from ``make test-gpu``, to read beside this machine's (RecordError
-    where there are none)."""
+    """``{name: value}`` of the newest ``chapter`` record in ``reference/<machine>/``
+    (chapters 00, 09, 10, 16): a real GPU server's figures, from ``make test-gpu``."""
     folder = paths.REPO_ROOT / "reference" / machine
     found = [r for r in load_records(folder) if r["chapter"] == chapter]
     if not found:

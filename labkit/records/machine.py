@@ -1,8 +1,7 @@
 """What machine and which versions a measurement ran on, as a JSON-ready dict (ch. 00, 16).
 
-Chapter 00 prints it; every checkpoint record embeds it, so that two records from two
-machines can be compared knowing why they differ. Every probe is cheap and guarded: a
-probe that fails reports its error instead of breaking the chapter.
+Every checkpoint record embeds it, so two machines' records compare knowing why they differ.
+A probe that fails reports its error instead of breaking the chapter.
 """
 
 from __future__ import annotations
@@ -67,15 +66,12 @@ def _safe(probe, *args) -> dict:
 
 
 def _cpu() -> dict:
-    model = None
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
-        pass
+        lines = []
+    model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")),
+                 None)
     affinity = sorted(os.sched_getaffinity(0)) if facilities.has("affinity") else None
     return {
         "model": model or platform.processor() or platform.machine() or None,
@@ -100,15 +96,14 @@ def _data(data_path) -> dict:
     existing = path
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
-    fstype = mount = None
-    for part in psutil.disk_partitions(all=True):
-        point = Path(part.mountpoint)
-        if existing.is_relative_to(point) and (mount is None or len(str(point)) > len(mount)):
-            fstype, mount = part.fstype, str(point)
+    part = max((p for p in psutil.disk_partitions(all=True)
+                if existing.is_relative_to(p.mountpoint)),
+               key=lambda p: len(p.mountpoint), default=None)
     usage = psutil.disk_usage(str(existing))
     return {
-        "path": str(path), "existing": str(existing), "filesystem": fstype,
-        "mount_point": mount, "free_bytes": usage.free, "total_bytes": usage.total,
+        "path": str(path), "existing": str(existing), "filesystem": part and part.fstype,
+        "mount_point": part and part.mountpoint, "free_bytes": usage.free,
+        "total_bytes": usage.total,
     }
 
 

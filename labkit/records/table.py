@@ -19,13 +19,10 @@ def _cell(value, number: str) -> str:
 
 def text_table(columns: dict[str, str], rows, *, header: bool = True, rule: bool = False,
                sep: str = "  ") -> str:
-    """``rows`` as fixed-width lines under a heading line (``header``) and a rule of dashes
-    as long as the heading line (``rule``).
+    """``rows`` as fixed-width lines, under a heading line (``header``) and its rule of dashes.
 
-    ``columns`` maps each heading to its spec. A string cell is only aligned, a number is
-    written by its column's spec, None is blank. A row with fewer cells than columns ends with
-    its last cell as it is (a note that runs on: ``skipped: not installed``). No line ends
-    with spaces.
+    A string cell is only aligned, a number written by its column's spec, None blank; a short
+    row's last cell runs on as it is (``skipped: not installed``). No line ends with spaces.
     """
     specs = [_SPEC.fullmatch(spec).groups() for spec in columns.values()]
     cells = []

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.writers import Writer, register_writer
+from ..data.writers import Writer
 from ..errors import DataFormatError
 
 EOS = "<|endoftext|>"
@@ -40,12 +40,9 @@ def _lexicon(rng: np.random.Generator, words: int) -> np.ndarray:
 
 
 def synth_corpus(spec: dict) -> tuple[list[str], np.ndarray, list[str]]:
-    """The documents' texts, each one's source number, and the source names.
-
-    Each source has its own document-length profile (lognormal words per document: median
-    and sigma in the spec) and its own word frequencies (Zipf over a shuffled lexicon), so
-    the mix has many short documents and a long tail far past the context length.
-    """
+    """The documents' texts, each one's source number, and the source names: each source has
+    its own lognormal document length and Zipf word frequencies (over its own shuffled lexicon),
+    so the mix has many short documents and a long tail far past the context length."""
     rng = np.random.default_rng(spec["seed"])
     lexicon = _lexicon(rng, spec["lexicon"])
     names = list(spec["sources"])
@@ -106,13 +103,12 @@ class TokenCorpus:
         return np.asarray(self.tokens[self.offsets[d]:self.offsets[d + 1]])
 
 
-def open_tokens(source, *, dtype=None, vocab: int | None = None, offsets=None,
-                check_ids: bool = True) -> TokenCorpus:
+def open_tokens(source, *, dtype=None, vocab: int | None = None, offsets=None) -> TokenCorpus:
     """Map a flat token file and check it against its index; errors name the file and offset.
 
     ``source``: a ``corpus`` fixture, or a token file's path (then give ``vocab``). ``offsets``:
     the document index (an array or a ``.npy`` path; default the fixture's, or one document).
-    ``check_ids`` scans every id once for ``id >= vocab``.
+    Every id is scanned once for ``id >= vocab``.
     """
     sources, eos, names = None, 0, ()
     if hasattr(source, "manifest"):  # a Fixture
@@ -151,15 +147,12 @@ def open_tokens(source, *, dtype=None, vocab: int | None = None, offsets=None,
         raise DataFormatError(
             f"{label}: document {d} ends at token offset {int(offsets[d + 1])}, past the end of "
             f"{path} ({n} tokens); the index belongs to another (or a truncated) token file")
-    if check_ids:
-        for lo in range(0, n, 1 << 22):
-            chunk = np.asarray(tokens[lo:lo + (1 << 22)])
-            over = np.flatnonzero(chunk >= vocab)
-            if len(over):
-                i = lo + int(over[0])
-                raise DataFormatError(
-                    f"{path}: token id {int(tokens[i])} at token offset {i} (byte "
-                    f"{i * dtype.itemsize}) is >= the vocabulary size {vocab}")
+    for lo in range(0, n, 1 << 22):
+        over = np.flatnonzero(np.asarray(tokens[lo:lo + (1 << 22)]) >= vocab)
+        if len(over):
+            i = lo + int(over[0])
+            raise DataFormatError(f"{path}: token id {int(tokens[i])} at token offset {i} (byte "
+                                  f"{i * dtype.itemsize}) is >= the vocabulary size {vocab}")
     if sources is None:
         sources = np.zeros(len(offsets) - 1, np.uint8)
     return TokenCorpus(path, tokens, offsets, sources, int(vocab), int(eos), tuple(names))
@@ -168,7 +161,6 @@ def open_tokens(source, *, dtype=None, vocab: int | None = None, offsets=None,
 class CorpusWriter(Writer):
     """Chapter 11's text corpus, its BPE tokenizer and the flat token file (labkit.tokens)."""
 
-    portable = False  # the token bytes depend on the tokenizers version that trained the BPE
     required = ("seed", "docs", "vocab", "context", "sources", "lexicon", "zipf", "max_words")
 
     def estimate_bytes(self, spec):
@@ -178,8 +170,8 @@ class CorpusWriter(Writer):
         """corpus.jsonl, tokenizer.json, tokens.bin, docs.npy, sources.npy."""
         texts, src, names = synth_corpus(spec)
         with open(dest / "corpus.jsonl", "w") as fh:
-            for i, (t, s) in enumerate(zip(texts, src, strict=True)):
-                fh.write(json.dumps({"id": i, "source": names[s], "text": t}) + "\n")
+            fh.writelines(json.dumps({"id": i, "source": names[s], "text": t}) + "\n"
+                          for i, (t, s) in enumerate(zip(texts, src, strict=True)))
         tok = train_tokenizer(texts, spec["vocab"], spec.get("train_docs"))
         tok.save(str(dest / "tokenizer.json"))
         eos = tok.token_to_id(EOS)
@@ -203,6 +195,3 @@ class CorpusWriter(Writer):
                     "tokenizer": "tokenizer.json", "text": "corpus.jsonl"}}
         # samples = documents: a count that does not depend on the tokenizers version (tokens do)
         return meta, len(texts)
-
-
-register_writer("corpus", CorpusWriter())
