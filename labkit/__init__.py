@@ -24,9 +24,10 @@ module importing only its own layer or the one before, at the top of the file
 
 The tools are not here: ``labkit_tools`` (the ``labkit`` command, ``labkit run``, the report,
 the named benchmarks, ``labkit doctor``, ``labkit diagnose`` and its per-batch timeline)
-imports labkit, never the other way round. ``import labkit`` loads labkit and labkit.lazy only: a flat name and ``lk.FOLDER``
-are imported on first use. The public API: ``__all__`` (sorted; tests/test_api.py) and a
-folder's own ``__all__`` (``lk.remote.serve``); tests/test_size.py keeps their count.
+imports labkit, never the other way round. ``import labkit`` loads labkit and labkit.lazy
+only: a flat name and ``lk.FOLDER`` are imported on first use. The public API: ``__all__``
+(sorted; tests/test_api.py) and a folder's own ``__all__`` (``lk.remote.serve``);
+tests/test_size.py keeps their count.
 """
 
 from __future__ import annotations
