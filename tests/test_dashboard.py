@@ -11,8 +11,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from labkit.display.dashboard import DashboardModel
-from labkit.display.widget import Dashboard
+from labkit.display.widget import Dashboard, DashboardModel
 from labkit.errors import LabkitError
 from labkit.instruments.measurement import Measurement
 
@@ -164,7 +163,7 @@ def test_raising_callbacks_are_logged_and_do_not_break_the_run(caplog):
 
     model.on_update(bad)
     model.on_finish(bad)
-    with caplog.at_level(logging.ERROR, logger="labkit.display.dashboard"):
+    with caplog.at_level(logging.ERROR, logger="labkit.display.widget"):
         row = model.run()
     assert row.status == "done" and row.samples == 40
     assert seen[-1] == "done" and len(seen) > 2
