@@ -52,8 +52,8 @@ class DashboardModel:
 
     def __init__(self, make_loader: Callable[[dict], Iterable],
                  step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
-                 defaults: dict | None = None, max_batches: int | None = None,
-                 max_seconds: float | None = None, window_s: float = 0.25,
+                 max_batches: int | None = None, max_seconds: float | None = None,
+                 window_s: float = 0.25,
                  epochs: int | None = 1):
         if epochs is None and max_seconds is None and max_batches is None:
             raise ValueError("epochs=None runs until stopped: give max_seconds or max_batches")
@@ -66,8 +66,6 @@ class DashboardModel:
                 raise ValueError(f"knob {name!r} has no allowed values")
         self.config = {name: options[0] for name, options in self.knobs.items()}
         self.run_config = dict(self.config)  # the knobs of the current (or last) run
-        for name, value in (defaults or {}).items():
-            self.set(name, value)
         self.max_batches, self.max_seconds, self.window_s = max_batches, max_seconds, window_s
         self.state, self.error = "idle", None
         self.series: list[dict] = []
@@ -250,14 +248,14 @@ class Dashboard:
 
     def __init__(self, make_loader: Callable[[dict], Iterable],
                  step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
-                 defaults: dict | None = None, max_batches: int | None = None,
-                 max_seconds: float | None = None, title: str = "Throughput",
+                 max_batches: int | None = None, max_seconds: float | None = None,
+                 title: str = "Throughput",
                  epochs: int | None = 1):
         # Imported here so that `import labkit` stays fast and the model works without widgets.
         import ipywidgets as w
 
         self.title = title
-        self.model = DashboardModel(make_loader, step, knobs, defaults, max_batches, max_seconds,
+        self.model = DashboardModel(make_loader, step, knobs, max_batches, max_seconds,
                                     epochs=epochs)
         self.controls: dict[str, Any] = {}
         for name, options in self.model.knobs.items():
@@ -292,9 +290,9 @@ class Dashboard:
     def _repr_mimebundle_(self, **kwargs):
         return self._widget._repr_mimebundle_(**kwargs)
 
-    def run_sync(self, raise_on_error: bool = True, **overrides: Any) -> DashboardRun:
+    def run_sync(self, **overrides: Any) -> DashboardRun:
         """Set the given knobs, run in this thread, refresh, return the :class:`DashboardRun`;
-        a failed run raises (``raise_on_error``), so a broken chapter fails its cell in CI."""
+        a failed run raises, so a broken chapter fails its cell in CI."""
         if self.model.running:
             raise LabkitError("a run is in progress; press Stop (or wait) before run_sync()")
         for name, value in overrides.items():
@@ -302,7 +300,7 @@ class Dashboard:
             self.controls[name].value = value
         self._set_running(True)
         r = self.model.run()
-        if raise_on_error and r.status.startswith("error"):
+        if r.status.startswith("error"):
             raise LabkitError(f"dashboard run {r.run} failed: {self.model.error}")
         return r
 
