@@ -274,7 +274,7 @@ class Dashboard:
         self.status = w.Label(value="idle")
         self.plot = w.Image(format="png")
         self.table = w.HTML()
-        self._widget = w.VBox([
+        self.widget = w.VBox([  # what the notebook shows
             w.HBox(list(self.controls.values()), layout=w.Layout(flex_flow="row wrap")),
             w.HBox([self.run_button, self.stop_button, self.status]), self.plot, self.table])
         self._last_render = 0.0
@@ -283,12 +283,8 @@ class Dashboard:
         self.model.on_finish(self._on_finish)
         self.render()
 
-    @property
-    def widget(self):  # the assembled ipywidgets VBox
-        return self._widget
-
     def _repr_mimebundle_(self, **kwargs):
-        return self._widget._repr_mimebundle_(**kwargs)
+        return self.widget._repr_mimebundle_(**kwargs)
 
     def run_sync(self, **overrides: Any) -> DashboardRun:
         """Set the given knobs, run in this thread, refresh, return the :class:`DashboardRun`;
