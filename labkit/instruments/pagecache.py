@@ -1,10 +1,8 @@
 """Page-cache control for cold vs warm experiments: evict a file's pages (ch. 00-02, 11, 12, 16).
 
-A "cold" read is only cold if the file's pages are really gone from the page cache.
-:func:`evict_page_cache` asks the kernel to drop them (``posix_fadvise(DONTNEED)``, no root
-needed) and counts how many are still resident (``mincore`` through ctypes, on Linux and
-macOS; ``dry_run=True`` counts alone), so a chapter can show the eviction worked instead of
-assuming it. Eviction is Linux's alone (``labkit.facilities``). Introduced in chapter 02.
+A "cold" read is only cold if the file's pages are really gone: :func:`evict_page_cache`
+drops them (Linux's ``posix_fadvise``, no root) and counts what is still resident
+(``mincore``), so a chapter shows the eviction worked. Introduced in chapter 02.
 """
 
 from __future__ import annotations
