@@ -95,17 +95,12 @@ KNOBS: dict[str, dict[str, object]] = {
 def resolve_scale(scale: str | None = None) -> str:
     """A valid scale name: the argument, else ``LABKIT_SCALE``, else ``workshop``; a
     :class:`ScaleError` names the three otherwise."""
-    source = "argument"
-    if scale is None:
-        scale = os.environ.get("LABKIT_SCALE") or DEFAULT_SCALE
-        source = "LABKIT_SCALE" if os.environ.get("LABKIT_SCALE") else "default"
-    name = str(scale).strip().lower()
+    env = os.environ.get("LABKIT_SCALE")
+    name = str(scale if scale is not None else env or DEFAULT_SCALE).strip().lower()
     if name not in SCALES:
-        what = f"LABKIT_SCALE={scale!r}" if source == "LABKIT_SCALE" else f"scale {scale!r}"
-        raise ScaleError(
-            f"{what} is not a scale; choose one of {', '.join(SCALES)} "
-            f"(e.g. LABKIT_SCALE=ci for a quick run)"
-        )
+        what = f"scale {scale!r}" if scale is not None else f"LABKIT_SCALE={env!r}"
+        raise ScaleError(f"{what} is not a scale; choose one of {', '.join(SCALES)} "
+                         "(e.g. LABKIT_SCALE=ci for a quick run)")
     return name
 
 

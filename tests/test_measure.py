@@ -54,7 +54,7 @@ def test_exact_counts_on_a_stock_loader(batches, mode):
         assert len(p.wait) <= batches - 1 and np.all(p.wait >= 0)
         if "step" in MODES[mode]:
             assert len(p.wait) == batches - 1 and len(p.compute) == batches
-    assert m.samples == n and m.summary()["batches"] == batches
+    assert m.samples == n and m.batches == batches
 
 
 @pytest.mark.parametrize("batches", [1, 2, 64, 65, 1000])
@@ -144,7 +144,7 @@ def test_simulated_step_kinds(kind):
     step(None)
     assert time.perf_counter() - t0 >= 1.5e-3  # never shorter than asked
     m = measure([torch.zeros(2)] * 3, step=step, repeats=1, warmup=0)
-    assert m.step == step.label and m.summary()["step"] == step.label
+    assert m.step == step.label
 
 
 def test_busy_step_counts_its_own_cpu_time_not_the_wall_clock():
@@ -198,12 +198,11 @@ def test_as_observations_shape_and_units():
     assert stepped.bytes_per_s == pytest.approx(stepped.samples_per_s * 32)
 
 
-def test_summary_and_str():
+def test_str():
     m = measure([torch.zeros(4)] * 5, repeats=3, warmup=0, name="five")
-    s = m.summary()
-    assert s["passes"] == 3 and s["samples"] == 20 and s["batches"] == 5
-    assert "wait_s" not in s and s["name"] == "five"
-    assert s["samples_per_s_min"] <= s["samples_per_s"] <= s["samples_per_s_max"]
+    assert len(m.passes) == 3 and m.samples == 20 and m.batches == 5
+    lo, hi = m.samples_per_s_range
+    assert lo <= m.samples_per_s <= hi
     assert str(m).startswith("five: ") and "3 passes" in str(m)
 
 

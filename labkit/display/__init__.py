@@ -1,4 +1,4 @@
-"""What a person looks at: the dashboard model and widget, plots, figures (every chapter).
+"""What a person looks at: the dashboard, plots, figures (every chapter).
 
 Its modules' names are for labkit and tests (``lk.Dashboard``, ``lk.plot_throughput`` and
 ``lk.plot_scaling`` are the public ones).

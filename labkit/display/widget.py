@@ -1,16 +1,243 @@
-"""The dashboard's widgets: knobs, Run/Stop, a live PNG plot and the runs table (ch. 01 on)."""
+"""The live throughput dashboard: pick knobs, press Run, watch samples/s (chapter 01 on).
+
+:class:`DashboardModel` holds the logic in plain Python (tests and headless notebooks drive
+it); :class:`Dashboard` wires ipywidgets to it. A run is timed by the meter's loop and is a
+one-pass ``Measurement`` (:class:`DashboardRun`).
+"""
 
 from __future__ import annotations
 
+import gc
 import html
+import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import LabkitError
-from .dashboard import DashboardModel, DashboardRun
+from ..instruments.measurement import Measurement, rate, wait_fraction
+from ..instruments.meter import stamped_pass, step_name, timed_steps
+from ..loading.batch import batch_nbytes, batch_tensors, make_sizer
 from .figures import agg_figure, png_bytes
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KNOBS: dict[str, list] = {"num_workers": [0, 1, 2, 4], "batch_size": [16, 64, 256],
+                                  "prefetch_factor": [2, 4], "pin_memory": [False, True]}
+
+
+def _allowed(value: Any, options: list) -> bool:
+    # True == 1 in Python, so a bool must not pass for num_workers=1 (nor 1 for True).
+    return any(value == o and isinstance(value, bool) == isinstance(o, bool) for o in options)
+
+
+@dataclass(repr=False)
+class DashboardRun(Measurement):
+    """A one-pass :class:`Measurement`, its ``run`` number and ``status`` (done, stopped, error)."""
+
+    run: int = 0
+    status: str = "done"
+
+    def __str__(self) -> str:
+        return f"{super().__str__()} [{self.status}]"
+
+    __repr__ = __str__
+
+
+class DashboardModel:
+    """One pass over ``make_loader(config)`` per run, timing data-wait in windows: ``state``,
+    ``series`` (the current run's windows), ``history`` and ``runs`` (one per past run)."""
+
+    def __init__(self, make_loader: Callable[[dict], Iterable],
+                 step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
+                 max_batches: int | None = None, max_seconds: float | None = None,
+                 window_s: float = 0.25,
+                 epochs: int | None = 1):
+        if epochs is None and max_seconds is None and max_batches is None:
+            raise ValueError("epochs=None runs until stopped: give max_seconds or max_batches")
+        self.epochs = epochs
+        self.make_loader = make_loader
+        self.step = step
+        self.knobs = {k: list(v) for k, v in (knobs or DEFAULT_KNOBS).items()}
+        for name, options in self.knobs.items():
+            if not options:
+                raise ValueError(f"knob {name!r} has no allowed values")
+        self.config = {name: options[0] for name, options in self.knobs.items()}
+        self.run_config = dict(self.config)  # the knobs of the current (or last) run
+        self.max_batches, self.max_seconds, self.window_s = max_batches, max_seconds, window_s
+        self.state, self.error = "idle", None
+        self.series: list[dict] = []
+        self.history: list[list[dict]] = []  # series of every run, aligned with ``runs``
+        self.runs: list[DashboardRun] = []
+        self._update_fns: list[Callable] = []
+        self._finish_fns: list[Callable] = []
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._done.set()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def set(self, name: str, value: Any) -> None:
+        """Set knob ``name`` to ``value``; raise ValueError unless it is an allowed value."""
+        self._check(name, value)
+        self.config[name] = value
+
+    def _check(self, name: str, value: Any) -> None:
+        if name not in self.knobs:
+            raise ValueError(f"unknown knob {name!r}; the knobs are {sorted(self.knobs)}")
+        if not _allowed(value, self.knobs[name]):
+            raise ValueError(f"knob {name!r} cannot be {value!r}; allowed: {self.knobs[name]}")
+
+    def on_update(self, fn: Callable[[DashboardModel], Any]) -> None:
+        """Call ``fn(model)`` after each new point in :attr:`series` (from the run's thread)."""
+        self._update_fns.append(fn)
+
+    def on_finish(self, fn: Callable[[DashboardModel], Any]) -> None:
+        """Call ``fn(model)`` when a run ends, whatever way it ends."""
+        self._finish_fns.append(fn)
+
+    @property
+    def running(self) -> bool:
+        return self.state in ("running", "stopping")
+
+    def start(self, config: dict | None = None) -> None:
+        """Start one pass in a background thread; returns at once (see :meth:`wait`)."""
+        n = self._begin(config)
+        # A daemon thread, so a loader stuck without timeout= cannot keep the kernel from exiting.
+        self._thread = threading.Thread(target=self._loop, args=(n,), daemon=True,
+                                        name=f"labkit-dashboard-run{n}")
+        self._thread.start()
+
+    def run(self, config: dict | None = None) -> DashboardRun:
+        """Run one pass in this thread (headless notebooks, tests) and return its result."""
+        return self._loop(self._begin(config))
+
+    def stop(self) -> None:
+        """Ask the run to stop; it does after the batch in flight, then shuts down workers."""
+        with self._lock:
+            if self.state == "running":
+                self.state = "stopping"
+                self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run (and its finish callbacks) is over; False on timeout."""
+        return self._done.wait(timeout)
+
+    def best(self) -> DashboardRun | None:
+        """The past run with the highest samples_per_s, errors excluded; None if none."""
+        ok = [r for r in self.runs if not r.status.startswith("error") and r.samples]
+        return max(ok, key=lambda r: r.samples_per_s, default=None)
+
+    def _begin(self, config: dict | None) -> int:
+        with self._lock:
+            if self.running:
+                raise LabkitError("a run is in progress; stop it (or wait) before starting another")
+            for name, value in (config or {}).items():
+                self._check(name, value)  # all or nothing: a typo must not half-apply a config
+            self.config.update(config or {})
+            self.state, self.error, self.run_config = "running", None, dict(self.config)
+            self._stop.clear()
+            self._done.clear()
+            self.series = []
+            self.history.append(self.series)
+            return len(self.history)
+
+    def _call(self, fns: list[Callable]) -> None:
+        for fn in fns:
+            try:
+                fn(self)
+            except Exception:
+                # A broken plot callback must not kill (or hang) the measurement.
+                log.exception("dashboard callback %r failed", fn)
+
+    def _epochs(self, loader: Iterable) -> Iterator:  # epochs=None: until stopped
+        epoch = 0
+        while not self._stop.is_set():
+            yield from loader
+            epoch += 1
+            if self.epochs is not None and epoch >= self.epochs:
+                return
+
+    def _loop(self, n: int) -> DashboardRun:
+        cfg = self.run_config
+        clock = time.perf_counter
+        recv: list[float] = []  # when each batch arrived, and when its step was done: the
+        ends: list[float] = []  # run's clock, with the callbacks' time taken out
+        win, win_start, off = [0, 0, 0.0], 0.0, 0.0   # a window's batches, samples, wait
+        first: dict = {}  # the first batch's samples, bytes per sample and tensors (lk.measure's)
+        samples, status, loader = 0, "done", None
+        t0 = clock()
+
+        def on_batch(batch, asked, got, done) -> bool:
+            nonlocal samples, win, win_start, off
+            got, done = got - off, done - off
+            if not first:
+                sizer = make_sizer(batch)
+                k = sizer(batch)
+                first.update(sizer=sizer, samples=k, nbytes=batch_nbytes(batch) / max(k, 1),
+                             tensors=batch_tensors(batch))
+            k = first["sizer"](batch)
+            samples += k
+            win[0] += 1
+            win[1] += k
+            win[2] += got - (ends[-1] if ends else t0)
+            recv.append(got)
+            ends.append(done)
+            if done - t0 - win_start >= self.window_s:
+                # callbacks (plot renders) are left off the run's clock, not to lower its rate
+                t_s = done - t0
+                off += self._point(t_s, win_start, win)
+                win, win_start = [0, 0, 0.0], t_s
+            return (self._stop.is_set()
+                    or (self.max_batches is not None and len(ends) >= self.max_batches)
+                    or (self.max_seconds is not None and done - t0 >= self.max_seconds))
+
+        try:
+            loader = self.make_loader(dict(cfg))
+            t0 = clock()  # as in lk.measure: from iter(), the loader already built
+            timed_steps(self._epochs(loader), self.step, on_batch)
+            # the last, partial window: if long enough not to draw a false dip, or the only one
+            end = (ends[-1] if ends else clock() - off) - t0
+            if win[0] and (not self.series or end - win_start >= self.window_s / 2):
+                self._point(end, win_start, win)
+            if self._stop.is_set():
+                status = "stopped"
+        except KeyboardInterrupt:
+            status = "stopped"  # a kernel interrupt during run(): record it, then re-raise
+            raise
+        except Exception as e:
+            self.error = f"{type(e).__name__}: {e}"
+            status = f"error: {self.error}"
+            log.error("dashboard run %d failed: %s", n, self.error, exc_info=True)
+        finally:
+            # the last reference to the loader (the loop dropped its iterator): workers stop
+            loader = None
+            if status.startswith("error"):
+                gc.collect()  # a re-raised worker error holds the iterator in a reference cycle
+            p = stamped_pass(t0, recv, ends if self.step is not None else None,
+                             samples=samples, first_samples=first.get("samples", 0),
+                             nbytes_per_sample=first.get("nbytes", 0.0),
+                             tensors=first.get("tensors", 0))
+            result = DashboardRun(name=f"run {n}", config=dict(cfg), passes=[p],
+                                  step=step_name(self.step), run=n, status=status)
+            with self._lock:
+                self.runs.append(result)
+                self.state = status.split(":")[0]
+            self._call(self._finish_fns)
+            self._done.set()
+        return result
+
+    def _point(self, t_s: float, start: float, win: list) -> float:
+        """Append a window's point, run the update callbacks, return the seconds they took."""
+        span = t_s - start
+        point = {"t_s": t_s, "samples_per_s": rate(win[1], span),
+                 "wait_fraction": wait_fraction(win[2], span)}
+        self.series.append(point)
+        t = time.perf_counter()
+        self._call(self._update_fns)
+        return time.perf_counter() - t
 
 
 class Dashboard:
@@ -21,14 +248,14 @@ class Dashboard:
 
     def __init__(self, make_loader: Callable[[dict], Iterable],
                  step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
-                 defaults: dict | None = None, max_batches: int | None = None,
-                 max_seconds: float | None = None, title: str = "Throughput",
+                 max_batches: int | None = None, max_seconds: float | None = None,
+                 title: str = "Throughput",
                  epochs: int | None = 1):
         # Imported here so that `import labkit` stays fast and the model works without widgets.
         import ipywidgets as w
 
         self.title = title
-        self.model = DashboardModel(make_loader, step, knobs, defaults, max_batches, max_seconds,
+        self.model = DashboardModel(make_loader, step, knobs, max_batches, max_seconds,
                                     epochs=epochs)
         self.controls: dict[str, Any] = {}
         for name, options in self.model.knobs.items():
@@ -47,29 +274,21 @@ class Dashboard:
         self.status = w.Label(value="idle")
         self.plot = w.Image(format="png")
         self.table = w.HTML()
-        self._widget = w.VBox([
+        self.widget = w.VBox([  # what the notebook shows
             w.HBox(list(self.controls.values()), layout=w.Layout(flex_flow="row wrap")),
-            w.HBox([self.run_button, self.stop_button, self.status]),
-            self.plot,
-            self.table,
-        ])
+            w.HBox([self.run_button, self.stop_button, self.status]), self.plot, self.table])
         self._last_render = 0.0
         self._render_lock = threading.Lock()
         self.model.on_update(self._on_update)
         self.model.on_finish(self._on_finish)
         self.render()
 
-    @property
-    def widget(self):
-        """The assembled ipywidgets VBox."""
-        return self._widget
-
     def _repr_mimebundle_(self, **kwargs):
-        return self._widget._repr_mimebundle_(**kwargs)
+        return self.widget._repr_mimebundle_(**kwargs)
 
-    def run_sync(self, raise_on_error: bool = True, **overrides: Any) -> DashboardRun:
+    def run_sync(self, **overrides: Any) -> DashboardRun:
         """Set the given knobs, run in this thread, refresh, return the :class:`DashboardRun`;
-        a failed run raises (``raise_on_error``), so a broken chapter fails its cell in CI."""
+        a failed run raises, so a broken chapter fails its cell in CI."""
         if self.model.running:
             raise LabkitError("a run is in progress; press Stop (or wait) before run_sync()")
         for name, value in overrides.items():
@@ -77,7 +296,7 @@ class Dashboard:
             self.controls[name].value = value
         self._set_running(True)
         r = self.model.run()
-        if raise_on_error and r.status.startswith("error"):
+        if r.status.startswith("error"):
             raise LabkitError(f"dashboard run {r.run} failed: {self.model.error}")
         return r
 
@@ -104,10 +323,8 @@ class Dashboard:
     def _on_update(self, model: DashboardModel) -> None:
         if time.monotonic() - self._last_render >= self.min_render_s:
             p = model.series[-1]
-            self.status.value = (
-                f"running: {p['samples_per_s']:,.0f} samples/s, "
-                f"waiting for data {p['wait_fraction']:.0%} of the time"
-            )
+            self.status.value = (f"running: {p['samples_per_s']:,.0f} samples/s, "
+                                 f"waiting for data {p['wait_fraction']:.0%} of the time")
             self.render()
 
     def _on_finish(self, model: DashboardModel) -> None:
@@ -171,5 +388,4 @@ class Dashboard:
             bold = ' style="font-weight:bold"' if r is best else ""
             rows.append(f"<tr{bold}>" + "".join(cell(row.get(c, "")) for c in cols) + "</tr>")
         head = "".join(f"<th>{c}</th>" for c in cols)
-        body = "".join(rows)
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"

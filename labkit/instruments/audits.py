@@ -118,12 +118,6 @@ class Audit:
         return [{"name": f"{name}.{k}", "value": v, "unit": "samples",
                  "config": dict(config or {}), "note": None} for k, v in counts.items()]
 
-    def check(self) -> Audit:
-        """Raise ``AssertionError`` with the table unless every id came exactly once."""
-        if not self.ok:
-            raise AssertionError("exactly-once audit failed:\n" + self.table())
-        return self
-
 
 def audit(deliveries, expected) -> Audit:
     """Count what each source delivered against the ids that should have come.

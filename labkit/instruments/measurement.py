@@ -79,12 +79,6 @@ class Measurement:
         return min(rates), max(rates)
 
     @property
-    def spread(self) -> float:
-        """(max - min) / median of samples/s across passes: how much to trust a ratio."""
-        lo, hi = self.samples_per_s_range
-        return (hi - lo) / self.samples_per_s if self.samples_per_s else float("nan")
-
-    @property
     def bytes_per_s(self) -> float:
         p = self.passes[0]
         per_sample = p.nbytes / p.samples if p.samples else 0.0
@@ -125,23 +119,6 @@ class Measurement:
     @property
     def compute_s(self) -> float:
         return float(statistics.median(p.compute.sum() for p in self.passes))
-
-    def summary(self) -> dict:
-        """The figures as a flat dict (JSON-ready)."""
-        lo, hi = self.samples_per_s_range
-        out = {
-            "name": self.name, "samples_per_s": self.samples_per_s,
-            "samples_per_s_min": lo, "samples_per_s_max": hi,
-            "bytes_per_s": self.bytes_per_s, "first_batch_s": self.first_batch_s,
-            "latency_p50_ms": self.latency_ms(50), "latency_p90_ms": self.latency_ms(90),
-            "latency_p99_ms": self.latency_ms(99), "passes": len(self.passes),
-            "samples": self.samples, "batches": self.batches,
-            "latency_stride": max(p.stride for p in self.passes),
-        }
-        if self.step is not None:
-            out.update(wait_s=self.wait_s, compute_s=self.compute_s,
-                       wait_fraction=self.wait_fraction, step=self.step)
-        return out
 
     def as_observations(self, name: str | None = None, config: dict | None = None) -> list:
         """Observations for a checkpoint record: samples/s, bytes/s, first batch, wait."""

@@ -6,7 +6,7 @@ Per pass (``t_end[i]``: when batch ``i``'s step finished, or when it arrived wit
 * ``samples_per_s``: steady state, ``samples in batches 1..n-1 / (t_end[n-1] - t_end[0])``.
 * ``wait_s`` / ``compute_s``: time blocked in ``next()`` / time in the step, batches 1..n-1.
 * batch latency: each later batch's data-wait. Without a step, batches < 20 us apart are
-  timed in groups of >= 200 us after the first 64 (``latency_stride`` batches a group).
+  timed in groups of >= 200 us after the first 64 (``Pass.stride`` batches a group).
 """
 
 

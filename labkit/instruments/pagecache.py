@@ -1,10 +1,8 @@
 """Page-cache control for cold vs warm experiments: evict a file's pages (ch. 00-02, 11, 12, 16).
 
-A "cold" read is only cold if the file's pages are really gone from the page cache.
-:func:`evict_page_cache` asks the kernel to drop them (``posix_fadvise(DONTNEED)``, no root
-needed) and counts how many are still resident (``mincore`` through ctypes, on Linux and
-macOS; ``dry_run=True`` counts alone), so a chapter can show the eviction worked instead of
-assuming it. Eviction is Linux's alone (``labkit.facilities``). Introduced in chapter 02.
+A "cold" read is only cold if the file's pages are really gone: :func:`evict_page_cache`
+drops them (Linux's ``posix_fadvise``, no root) and counts what is still resident
+(``mincore``), so a chapter shows the eviction worked. Introduced in chapter 02.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ import gc
 import mmap
 import os
 import warnings
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -27,73 +24,51 @@ from ..facilities import require
 from .measurement import Measurement
 from .meter import measure
 
-_PROT_READ, _MAP_SHARED = 0x1, 0x01
-_MAP_FAILED = ctypes.c_void_p(-1).value
-
 
 @functools.cache  # loading libc per file cost ~5 ms each: 2.7 s over 2048 sample files
-def _libc():
+def _mincore():
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                          ctypes.c_int, ctypes.c_long]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    return libc
+    return libc.mincore
 
 
 def _resident_pages(path: Path) -> tuple[int, int]:
-    """(resident, total) pages of one file, via mincore on a read-only shared mapping."""
+    """(resident, total) pages of one file: ``mincore`` on a mapping of it (no page read)."""
     size = path.stat().st_size
-    page = mmap.PAGESIZE
-    total = (size + page - 1) // page
     if size == 0:
         return 0, 0
-    libc = _libc()
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        addr = libc.mmap(None, size, _PROT_READ, _MAP_SHARED, fd, 0)
-        if addr in (None, _MAP_FAILED):
-            err = ctypes.get_errno()
-            raise OSError(err, f"{path}: mmap for the residency probe failed: {os.strerror(err)}")
-        try:
-            vec = (ctypes.c_ubyte * total)()
-            if libc.mincore(addr, size, vec) != 0:
-                err = ctypes.get_errno()
-                raise OSError(err, f"{path}: mincore failed: {os.strerror(err)}")
-            return int((np.frombuffer(vec, np.uint8) & 1).sum()), total
-        finally:
-            libc.munmap(addr, size)
-    finally:
-        os.close(fd)
+    vec = (ctypes.c_ubyte * -(-size // mmap.PAGESIZE))()
+    # ACCESS_COPY: a writable (private) mapping, so ctypes can take its address
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as mm:
+        start = ctypes.c_char.from_buffer(mm)
+        failed = _mincore()(ctypes.addressof(start), size, vec) != 0
+        del start  # the mapping cannot close while ctypes holds a pointer into it
+    if failed:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{path}: mincore failed: {os.strerror(err)}")
+    return int((np.frombuffer(vec, np.uint8) & 1).sum()), len(vec)
 
 
-def page_cache_residency(paths: str | os.PathLike | Iterable | object) -> float:
-    """Fraction (0..1) of the files' pages that sit in the page cache now.
-
-    ``paths``: a file, a folder (all files under it), a list of them, or a Fixture.
-    Checking does not load anything: ``mincore`` only reports.
-    """
-    resident = total = 0
-    for p in source_files(paths, missing_ok=True):  # a Fixture's: its data files
-        r, t = _resident_pages(p)
-        resident, total = resident + r, total + t
-    return resident / total if total else 0.0
+def _residency(files: list[Path]) -> float:
+    pages = [_resident_pages(p) for p in files]
+    total = sum(t for _, t in pages)
+    return sum(r for r, _ in pages) / total if total else 0.0
 
 
 def evict_page_cache(paths, check: bool = True, dry_run: bool = False) -> float:
     """Drop the files' pages from the page cache; returns the fraction still resident.
 
+    ``paths``: a file, a folder (all files under it), a list of them, or a Fixture.
     ``dry_run=True`` drops nothing: the fraction resident now (``mincore``, macOS too).
     Dirty pages are written back first (``fdatasync``), since the kernel only drops clean
     ones. Pages another process has mapped stay (a live ``np.memmap`` or a DataLoader
     worker holding the file), and some filesystems (tmpfs: the file *is* memory) ignore the
     request. With ``check=True`` a warning says so instead of letting a "cold" run be warm.
     """
+    files = source_files(paths, missing_ok=True)  # a Fixture's: its data files
     if dry_run:
-        return page_cache_residency(paths)
+        return _residency(files)
     require("fadvise")  # NotOnThisOS (an OSError) saying why, on macOS
-    files = source_files(paths, missing_ok=True)
     for p in files:
         fd = os.open(p, os.O_RDONLY)
         try:
@@ -102,7 +77,7 @@ def evict_page_cache(paths, check: bool = True, dry_run: bool = False) -> float:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
-    left = page_cache_residency(files)
+    left = _residency(files)
     if check and left > 0.05:
         warnings.warn(
             f"page-cache eviction incomplete: {left:.0%} of {len(files)} file(s) still "

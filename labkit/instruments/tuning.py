@@ -52,20 +52,15 @@ class Suggestion:
     reason: str
 
     def loader_kwargs(self) -> dict:
-        """``num_workers``, ``prefetch_factor`` and ``persistent_workers``, within torch's
-        rules (neither of the last two without workers)."""
-        workers = self.num_workers > 0
-        return {"num_workers": self.num_workers,
-                "prefetch_factor": self.prefetch_factor if workers else None,
-                "persistent_workers": workers}
+        """``DataLoader`` keyword arguments (it suggests one worker or more)."""
+        return {"num_workers": self.num_workers, "prefetch_factor": self.prefetch_factor,
+                "persistent_workers": True}
 
 
 def suggest_loader(worker_batches_per_s: float, step_batches_per_s: float, *,
-                   cores: int | None = None, headroom: float = 1.2,
-                   batch_time_p99_s: float | None = None) -> Suggestion:
-    """``ceil(headroom x step rate / one worker's rate)`` workers, at most ``cores``;
-    ``prefetch_factor`` (at least 2) so that ``prefetch_factor x num_workers`` step times
-    cover a slow (``batch_time_p99_s``) batch."""
+                   cores: int | None = None, headroom: float = 1.2) -> Suggestion:
+    """``ceil(headroom x step rate / one worker's rate)`` workers, at most ``cores``, with
+    torch's default ``prefetch_factor`` of 2."""
     if worker_batches_per_s <= 0 or step_batches_per_s <= 0:
         raise ValueError("both rates must be positive (batches/s)")
     cores = cores or usable_cores()
@@ -75,8 +70,6 @@ def suggest_loader(worker_batches_per_s: float, step_batches_per_s: float, *,
     workers = min(workers, cores)
     capacity = workers * worker_batches_per_s
     prefetch = 2
-    if batch_time_p99_s is not None:
-        prefetch = max(2, math.ceil(batch_time_p99_s * step_batches_per_s / workers))
     reason = (f"{step_batches_per_s:,.1f} batches/s x {headroom:g} headroom / "
               f"{worker_batches_per_s:,.1f} per worker = {needed:.2f} -> {workers} "
               f"worker{'s' if workers != 1 else ''} (~{capacity:,.1f} batches/s"
