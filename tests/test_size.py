@@ -22,8 +22,9 @@ PACKAGES = ("labkit", "labkit_tools")
 
 GOALS = {"lines": 9000, "public_names": 40, "one_chapter_names": 10, "modules_on_import": 30,
          "private_imports": 0}
-# issue 46's first step (2026-12-02) took these from 20,027 / 193 / 121 / 141 / 21
-LIMITS = {"lines": 11150, "public_names": 47, "one_chapter_names": 5,
+# issue 46's first step (2026-12-02) took these from 20,027 / 193 / 121 / 141 / 21;
+# 2026-12-04 from 11,135 / 47 / 5 / 39 / 0
+LIMITS = {"lines": 9420, "public_names": 40, "one_chapter_names": 5,
           "modules_on_import": 2, "private_imports": 0}
 
 
