@@ -100,6 +100,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give up after this many seconds, naming the phase (default 300)")
     d.set_defaults(command_fn="diagnose")
 
+    room = sub.add_parser("room", help="the workshop room: every laptop's records gathered "
+                          "live on the instructor's machine (docs/room.md)")
+    rs = room.add_subparsers(dest="room_command", metavar="serve|submit", required=True)
+    sv = rs.add_parser("serve", help="run the room here; prints its code and address")
+    sv.add_argument("--folder", default=None, help="where the records are kept "
+                    "(default: runs/room/)")
+    sv.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1: this machine only; "
+                         "0.0.0.0 opens it to the network)")
+    sv.add_argument("--port", type=int, default=8765, help="port (0: any free one)")
+    sv.add_argument("--code", default=None, help="the room code (default: the folder's, "
+                    "else a new one)")
+    sv.add_argument("--body-seconds", type=float, default=5.0, metavar="S",
+                    help="how long a record's body may take to arrive (default 5)")
+    sv.set_defaults(command_fn="room_serve")
+    sm = rs.add_parser("submit", help="send your records to a room")
+    sm.add_argument("url", metavar="URL", help="the room's address, e.g. http://10.0.0.5:8765")
+    sm.add_argument("--code", required=True, help="the room code the instructor shows")
+    sm.add_argument("records", nargs="*", metavar="RECORDS",
+                    help="record files or folders (default: LABKIT_RECORDS, else records/)")
+    sm.set_defaults(command_fn="room_submit")
+
     lab = sub.add_parser("lab", help="make the fixtures, then open JupyterLab on the chapters")
     scale_opt(lab)
     lab.add_argument("lab_args", nargs=argparse.REMAINDER, help="passed to jupyter lab")
@@ -108,7 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)  # exits 2 with a usage message on bad arguments
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)  # exits 2 with a usage message on bad ones
+    # `room submit URL --code C RECORDS...`: argparse ends a positional list at an option
+    if extra and getattr(args, "command_fn", "") == "room_submit" and not any(
+            e.startswith("-") for e in extra):
+        args.records += extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from .commands import run  # torch and the rest, only now
 
     return run(args)

@@ -1,4 +1,4 @@
-"""The ``labkit`` commands, from ``labkit fixtures`` to ``labkit lab`` (ch. 00 on).
+"""The ``labkit`` commands, from ``labkit fixtures`` to ``labkit room`` (ch. 00 on).
 
 :mod:`labkit_tools.cli` parses the arguments, then imports this module (never the reverse).
 Bad input (an unknown notebook or benchmark, a corrupted fixture, an unwritable folder)
@@ -25,6 +25,7 @@ from .bench import BENCHMARKS, format_result, record_result, run_benchmark
 from .checkup import doctor, format_doctor
 from .diagnose import run_diagnose
 from .report import baselines, chapter_table, comparison, report_format, write_report
+from .room import serve, submit
 from .runner import run_notebooks
 
 
@@ -138,6 +139,15 @@ def _cmd_lab(args) -> int:
     return 0  # pragma: no cover
 
 
+def _cmd_room_serve(args) -> int:
+    serve(args.folder, args.host, args.port, args.code, args.body_seconds)
+    return 0
+
+
+def _cmd_room_submit(args) -> int:
+    return submit(args.url, args.code, args.records)
+
+
 COMMANDS = {  # the subcommand's name -> its function
     "fixtures": _cmd_fixtures,
     "env": _cmd_env,
@@ -148,6 +158,8 @@ COMMANDS = {  # the subcommand's name -> its function
     "roofline": _cmd_roofline,
     "diagnose": _cmd_diagnose,
     "lab": _cmd_lab,
+    "room_serve": _cmd_room_serve,
+    "room_submit": _cmd_room_submit,
 }
 
 

@@ -186,6 +186,7 @@ def _browser(profile: Path, temp: Path):
     opts.binary_location = str(CHROMIUM)
     for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}"]:
         opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # driver.get_log("browser")
     # Debian's chromedriver matches Debian's chromium: Selenium Manager never downloads one.
     temp.mkdir(parents=True, exist_ok=True)
     service = Service(str(CHROMEDRIVER), log_output=str(ARTIFACTS / "chromedriver.log"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing as mp
 import numbers
 import os
 import re
@@ -19,6 +20,7 @@ from .. import paths
 from ..errors import RecordError
 from ..scale import resolve_scale
 from .machine import environment, gpu_line, human_bytes, versions
+from .room import send_from_env
 
 SCHEMA = "labkit.checkpoint/1"
 _SCHEMA_PREFIX, _SCHEMA_VERSION = SCHEMA.rsplit("/", 1)
@@ -138,26 +140,7 @@ class Checkpoint:
             record = json.loads(text)
         except json.JSONDecodeError as exc:
             raise RecordError(f"checkpoint {path} is not valid JSON: {exc}") from exc
-        schema = record.get("schema") if isinstance(record, dict) else None
-        if not isinstance(schema, str):
-            raise RecordError(f"{path} is not a labkit checkpoint (no 'schema' string)")
-        if schema != SCHEMA:
-            prefix, _, version = schema.rpartition("/")
-            if (prefix == _SCHEMA_PREFIX and version.isdigit()
-                    and int(version) > int(_SCHEMA_VERSION)):
-                raise RecordError(f"{path} was written by a newer labkit (schema {schema}; this "
-                                  f"labkit reads {SCHEMA}); upgrade labkit to read it")
-            raise RecordError(f"{path} has unknown schema {schema!r} (expected {SCHEMA})")
-        missing = [k for k in REQUIRED_KEYS if k not in record]
-        if missing:
-            raise RecordError(f"{path} lacks required keys: {', '.join(missing)}")
-        for key, (kind, json_name) in _KEY_TYPES.items():
-            if not isinstance(record[key], kind):
-                raise RecordError(f"{path}: {key!r} must be a JSON {json_name}")
-        for i, obs in enumerate(record["observations"]):
-            if not isinstance(obs, dict) or any(k not in obs for k in _OBSERVATION_KEYS):
-                raise RecordError(f"{path}: observation {i} needs the keys name, value, unit")
-        return record
+        return validate(record, path)
 
     def constraint(self, text: str) -> Checkpoint:
         """Note a condition the numbers depend on, e.g. ``"warm page cache"``."""
@@ -179,14 +162,17 @@ class Checkpoint:
             "schema": SCHEMA, "chapter": self.chapter,
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "scale": self.scale, "labkit_version": versions(["labkit"])["labkit"],
-            "environment": environment(data_path=data_path),
+            # the default start method (first of get_all_start_methods) unless one was set;
+            # get_start_method() alone would fix it, and a chapter's later set_start_method fail
+            "environment": {**environment(data_path=data_path), "start_method": (
+                mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0])},
             "data": list(self.data_entries), "observations": list(self.observations),
             "constraints": list(self.constraints),
         }
 
     def write(self, print_summary: bool = True) -> Path:
         """Write the record atomically into the records folder (RecordError if it cannot) and
-        return its path."""
+        return its path; with LABKIT_ROOM set, also send it to that workshop room."""
         folder = self.records_dir or paths.records_dir()
         record = self.record()
         stamp = datetime.fromisoformat(record["created"]).strftime("%Y%m%dT%H%M%SZ")
@@ -217,7 +203,34 @@ class Checkpoint:
             ) from exc
         if print_summary:
             print(summary(record, target))
+        if os.environ.get("LABKIT_ROOM"):   # opt in: without it nothing leaves the laptop
+            send_from_env(record)
         return target
+
+
+def validate(record, where) -> dict:
+    """``record`` if it is a checkpoint this labkit reads, else a RecordError naming
+    ``where`` (a file, a sender) and the fault (chapter 00; the room checks each record sent)."""
+    schema = record.get("schema") if isinstance(record, dict) else None
+    if not isinstance(schema, str):
+        raise RecordError(f"{where} is not a labkit checkpoint (no 'schema' string)")
+    if schema != SCHEMA:
+        prefix, _, version = schema.rpartition("/")
+        if (prefix == _SCHEMA_PREFIX and version.isdigit()
+                and int(version) > int(_SCHEMA_VERSION)):
+            raise RecordError(f"{where} was written by a newer labkit (schema {schema}; this "
+                              f"labkit reads {SCHEMA}); upgrade labkit to read it")
+        raise RecordError(f"{where} has unknown schema {schema!r} (expected {SCHEMA})")
+    missing = [k for k in REQUIRED_KEYS if k not in record]
+    if missing:
+        raise RecordError(f"{where} lacks required keys: {', '.join(missing)}")
+    for key, (kind, json_name) in _KEY_TYPES.items():
+        if not isinstance(record[key], kind):
+            raise RecordError(f"{where}: {key!r} must be a JSON {json_name}")
+    for i, obs in enumerate(record["observations"]):
+        if not isinstance(obs, dict) or any(k not in obs for k in _OBSERVATION_KEYS):
+            raise RecordError(f"{where}: observation {i} needs the keys name, value, unit")
+    return record
 
 
 def _slug(text: str) -> str:
