@@ -41,7 +41,7 @@ from starlette.routing import Route
 
 from labkit import paths
 from labkit.errors import LabkitError, RecordError
-from labkit.records.checkpoint import load_records, validate
+from labkit.records.checkpoint import format_value, load_records, validate
 from labkit.records.machine import human_bytes
 from labkit.records.room import CODE_HEADER, LAPTOP_RE, PATH_RE, laptop_id, send, shareable
 
@@ -294,10 +294,12 @@ def render_page(records: list[dict], code: str, me: str | None) -> str:
         for (name, unit), values in figures.items():
             lo, hi = min(values, key=values.get), max(values, key=values.get)
             med = statistics.median(values.values())
-            out.append(f"<tr><td>{esc(name)}<br><small>{esc(unit)}, median {med:.4g}, "
-                       f"{len(values)} laptops</small></td><td>{strip(values, me)}</td>"
-                       f'<td class="facts">lowest {values[lo]:.4g}: {esc(facts(envs[lo]))}'
-                       f"<br>highest {values[hi]:.4g}: {esc(facts(envs[hi]))}</td></tr>")
+            you = f", you {format_value(values[me])}" if me in values else ""
+            out.append(f"<tr><td>{esc(name)}<br><small>{esc(unit)}, median "
+                       f"{format_value(med)}{you}, {len(values)} laptops</small></td><td>"
+                       f'{strip(values, me)}</td><td class="facts">lowest '
+                       f"{format_value(values[lo])}: {esc(facts(envs[lo]))}<br>highest "
+                       f"{format_value(values[hi])}: {esc(facts(envs[hi]))}</td></tr>")
         out.append("</table>")
     out.append("<h2>Machines</h2><table><tr><th>laptop</th><th>facts</th></tr>")
     out += [f"<tr><td>{esc(lap)}{' (you)' if lap == me else ''}</td><td>{esc(facts(e))}</td>"
