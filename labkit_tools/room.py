@@ -318,6 +318,17 @@ def new_code(folder: Path, code: str | None) -> str:
     return code
 
 
+def _address() -> str:
+    """This machine's address on the network its default route leads to (a UDP connect
+    sends nothing), else its hostname."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))               # TEST-NET-1: never routed anywhere
+            return s.getsockname()[0]
+    except OSError:
+        return socket.gethostname()
+
+
 def serve(folder=None, host: str = "127.0.0.1", port: int = 8765, code: str | None = None,
           body_s: float = 5.0) -> None:
     """Run the room until Ctrl-C: print its code, its address and who can reach it."""
@@ -325,11 +336,11 @@ def serve(folder=None, host: str = "127.0.0.1", port: int = 8765, code: str | No
     code = new_code(folder, code)
     room = Room(folder)
     sock = socket.create_server((host, port), reuse_port=False)
-    url = f"http://{host if host != '0.0.0.0' else socket.gethostname()}:" \
+    url = f"http://{host if host not in ('0.0.0.0', '::') else _address()}:" \
           f"{sock.getsockname()[1]}"
     who = ("only this machine can reach it (--host 0.0.0.0 or this machine's address "
            "opens it to the room)" if host.startswith("127.") or host == "localhost" else
-           f"anyone who can reach {host} on the network can send with the code")
+           f"anyone who can reach {host} on this machine's networks can send with the code")
     print(f"room {code}: {url}/\nattendees: export LABKIT_ROOM={url} LABKIT_ROOM_CODE={code}"
           f"  (or: labkit room submit {url} --code {code})\nrecords kept in "
           f"{folder / 'room.sqlite'} ({len(room.index())} so far); {who}", flush=True)
