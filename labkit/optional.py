@@ -1,9 +1,7 @@
 """Optional libraries: is one here, and if not, why and what to install (ch. 02, 03, 09-16).
 
-``lk.status(name)`` returns ``(ok, reason)``. Each check is registered with :func:`check`
-in the module that knows the library (``HOMES`` says which, imported when first asked).
-:func:`library_status` never raises: a wheel built for another torch fails with any
-exception; ``load=False`` only looks, for imports that are slow or not fork-safe (lance).
+``lk.status(name)`` returns ``(ok, reason)``; each check is registered with :func:`check` in
+the module that knows the library (``HOMES``, imported when first asked).
 """
 
 from __future__ import annotations
@@ -24,11 +22,8 @@ from . import facilities
 from .errors import LabkitError
 from .facilities import ptrace_scope
 
-#: ``{name: check}``: every check ``status`` can run, filled by :func:`check` at import.
-_CHECKS: dict[str, Callable[..., tuple[bool, str]]] = {}
-
-#: Where each check is registered, imported the first time a chapter asks.
-HOMES = {
+_CHECKS: dict[str, Callable[..., tuple[bool, str]]] = {}  # filled by check() at import
+HOMES = {  # where each check is registered
     "gpu_decode": "labkit.images.gpu",
     "kornia_gpu": "labkit.images.gpu",
     "dali": "labkit.images.gpu",
@@ -45,8 +40,8 @@ HOMES = {
 
 
 def check(name: str):
-    """Register the decorated function (keyword options only, returns ``(ok, reason)``, never
-    raises) as the check ``lk.status(name)`` runs; it comes back unchanged."""
+    """Register the decorated function (keyword options, returns ``(ok, reason)``, never
+    raises) as the check ``lk.status(name)`` runs."""
     def register(fn: Callable[..., tuple[bool, str]]):
         old = _CHECKS.get(name)
         if old is not None and (old.__module__, old.__qualname__) != (fn.__module__,
@@ -79,8 +74,8 @@ def library_status(dist: str, *modules: str, install: str, load: bool = True,
                    label: str | None = None,
                    importer: Callable[[str], object] | None = None) -> tuple[bool, str]:
     """``(True, "<label> <version>")`` if ``dist`` is here and ``modules`` (default: ``dist``)
-    load with ``importer`` (default ``importlib.import_module``), else ``(False, why; install)``.
-    """
+    load with ``importer``, else ``(False, why; install)``; never raises (a wheel built for
+    another torch fails with anything). ``load=False`` only looks (lance is not fork-safe)."""
     label = label or dist
     for mod in modules or (dist,):
         top = mod.partition(".")[0]  # find_spec("a.b") would import a
@@ -149,29 +144,26 @@ def _pyspy_status() -> tuple[bool, str]:
     here = Path(sys.executable).parent / "py-spy"  # a venv not activated
     exe = shutil.which("py-spy") or (str(here) if here.exists() else None)
     if exe is None:
-        result = (False, "py-spy is not installed (pip install py-spy)")
-    else:
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-        try:
-            time.sleep(0.3)
-            r = subprocess.run([exe, "dump", "--pid", str(child.pid)], capture_output=True,
-                               text=True, timeout=30)
-            if r.returncode == 0:
-                v = subprocess.run([exe, "--version"], capture_output=True, text=True)
-                result = (True, v.stdout.strip() or "py-spy")
-            else:
-                err = (r.stderr or r.stdout).strip().splitlines()
-                scope = ptrace_scope()
-                hint = f"; ptrace_scope is {scope}" if scope is not None else ""
-                result = (False, f"py-spy may not read other processes here: "
-                                 f"{err[-1] if err else 'exit ' + str(r.returncode)}{hint} "
-                                 "(needs ptrace: ptrace_scope 0, root, or CAP_SYS_PTRACE)")
-        except subprocess.TimeoutExpired:
-            result = (False, "py-spy did not answer within 30 s")
-        finally:
-            child.kill()
-            child.wait()
-    return result
+        return False, "py-spy is not installed (pip install py-spy)"
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.3)
+        r = subprocess.run([exe, "dump", "--pid", str(child.pid)], capture_output=True,
+                           text=True, timeout=30)
+        if r.returncode == 0:
+            v = subprocess.run([exe, "--version"], capture_output=True, text=True)
+            return True, v.stdout.strip() or "py-spy"
+        err = (r.stderr or r.stdout).strip().splitlines()
+        scope = ptrace_scope()
+        hint = f"; ptrace_scope is {scope}" if scope is not None else ""
+        return False, (f"py-spy may not read other processes here: "
+                       f"{err[-1] if err else 'exit ' + str(r.returncode)}{hint} "
+                       "(needs ptrace: ptrace_scope 0, root, or CAP_SYS_PTRACE)")
+    except subprocess.TimeoutExpired:
+        return False, "py-spy did not answer within 30 s"
+    finally:
+        child.kill()
+        child.wait()
 
 
 # -- CUDA (the spine's own check: chapters 09, 10, 13, 16 ask) ---------------------------

@@ -1,7 +1,6 @@
 """What machine and which versions a measurement ran on, as a JSON-ready dict (ch. 00, 16).
 
-Every checkpoint record embeds it, so two machines' records compare knowing why they differ.
-A probe that fails reports its error instead of breaking the chapter.
+Every checkpoint record embeds it; a probe that fails reports its error, never raises.
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ _KEY_VERSIONS = ("torch", "numpy", "pyarrow", "webdataset", "datasets", "pillow"
 
 
 def _pyproject_version() -> str | None:
-    # A plain checkout run without `pip install -e .` has no metadata; the version still
-    # lives in pyproject.toml, read as text so nothing is imported.
+    # A checkout without `pip install -e .` has no metadata; pyproject.toml has the version.
     try:
         import tomllib
 
@@ -82,8 +80,7 @@ def _cpu() -> dict:
 
 
 def threadpools() -> list[dict]:
-    # threadpoolctl inspects shared libraries already mapped into the process, so this
-    # reports the pools the caller loaded (numpy's BLAS, torch's OpenMP) without importing.
+    # threadpoolctl inspects the libraries already mapped: the pools loaded, none imported.
     from threadpoolctl import threadpool_info
 
     keys = ("user_api", "internal_api", "num_threads", "version")
@@ -91,20 +88,17 @@ def threadpools() -> list[dict]:
 
 
 def _data(data_path) -> dict:
-    path = Path(data_path if data_path is not None else paths.data_dir()).expanduser()
-    path = path.resolve()
-    existing = path
+    path = Path(data_path if data_path is not None else paths.data_dir())
+    path = existing = path.expanduser().resolve()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     part = max((p for p in psutil.disk_partitions(all=True)
                 if existing.is_relative_to(p.mountpoint)),
                key=lambda p: len(p.mountpoint), default=None)
     usage = psutil.disk_usage(str(existing))
-    return {
-        "path": str(path), "existing": str(existing), "filesystem": part and part.fstype,
-        "mount_point": part and part.mountpoint, "free_bytes": usage.free,
-        "total_bytes": usage.total,
-    }
+    return {"path": str(path), "existing": str(existing), "filesystem": part and part.fstype,
+            "mount_point": part and part.mountpoint, "free_bytes": usage.free,
+            "total_bytes": usage.total}
 
 
 def _nvidia_smi() -> tuple[list[dict], str | None, str]:
@@ -115,10 +109,8 @@ def _nvidia_smi() -> tuple[list[dict], str | None, str]:
     for fields in ("name,driver_version,memory.total,compute_cap",
                    "name,driver_version,memory.total"):
         try:
-            out = subprocess.run(
-                [exe, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
-                capture_output=True, text=True, timeout=5, check=True,
-            ).stdout
+            out = subprocess.run([exe, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=5, check=True).stdout
             break
         except (OSError, subprocess.SubprocessError) as exc:
             # Its own message ("couldn't communicate with the driver") says what to fix.
@@ -135,7 +127,6 @@ def _nvidia_smi() -> tuple[list[dict], str | None, str]:
 
 
 def _torch_cuda() -> tuple[list[dict], str | None, str]:
-    # Importing torch only when it is installed; find_spec itself imports nothing.
     if importlib.util.find_spec("torch") is None:
         return [], None, "torch is not installed"
     import torch
@@ -184,7 +175,7 @@ def environment(data_path=None) -> dict:
     its nearest existing parent is measured), GPU and versions as a JSON-ready dict."""
     mem = psutil.virtual_memory()
     libc = " ".join(platform.libc_ver()).strip() or None
-    env = {
+    return {
         "hostname": socket.gethostname(),
         "python": {"version": platform.python_version(),
                    "implementation": platform.python_implementation()},
@@ -194,12 +185,9 @@ def environment(data_path=None) -> dict:
         "memory": {"total_bytes": mem.total, "available_bytes": mem.available},
         # Before the GPU probe, which may import torch and load its OpenMP runtime.
         "threadpools": _safe(threadpools),
+        "data": _safe(_data, data_path), "gpu": _safe(_gpu), "torch": _safe(_torch),
+        "versions": versions(),
     }
-    env["data"] = _safe(_data, data_path)
-    env["gpu"] = _safe(_gpu)
-    env["torch"] = _safe(_torch)
-    env["versions"] = versions()
-    return env
 
 
 def human_bytes(n) -> str:
@@ -210,7 +198,6 @@ def human_bytes(n) -> str:
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    return "?"
 
 
 def gpu_line(gpu: dict) -> str:

@@ -1,9 +1,7 @@
 """Launch a real multi-process job with torchrun from a notebook, safely (chapters 04, 11).
 
-:func:`torchrun` runs a job module's ``main()`` on N gloo ranks on 127.0.0.1, gathers what
-each rank wrote as JSON, and on its wall-clock ``timeout`` kills every process group of the
-launch: torchrun starts each rank in a session of its own, so killing torchrun's group alone
-left the ranks running (260 s after a 1 s timeout, once, in CI).
+A timeout kills every process group of the launch: torchrun starts each rank in a session of
+its own, so killing torchrun's group alone left the ranks running (260 s, once, in CI).
 """
 
 from __future__ import annotations
@@ -35,13 +33,11 @@ _STUB = ('from {module} import main\n\n'
 def _kill_tree(pid: int) -> None:
     """SIGKILL every process group in the tree under ``pid``, ``pid``'s own first."""
     groups = [pid]
-    try:
+    with contextlib.suppress(psutil.Error):
         for child in psutil.Process(pid).children(recursive=True):
             with contextlib.suppress(OSError):
                 if (group := os.getpgid(child.pid)) not in groups:
                     groups.append(group)
-    except psutil.Error:
-        pass
     for group in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGKILL)
@@ -79,17 +75,14 @@ def free_port() -> int:
 
 def torchrun(job: str, *, module: str, nproc: int = 2, timeout: float = 120.0,
              **params) -> TorchrunResult:
-    """Run ``main()`` of ``module`` (a chapter's ``%%writefile`` job, on ``sys.path`` here and
-    so in the ranks too) on ``nproc`` ranks with torchrun; its config: ``{"job": job, "out":
-    folder for rank{r}.json, **params}`` (JSON-able). Past ``timeout`` s every process is
-    killed."""
+    """Run ``main()`` of ``module`` (on ``sys.path``) on ``nproc`` gloo ranks; its config:
+    ``{"job": job, "out": folder for rank{r}.json, **params}``. Past ``timeout`` s: killed."""
     if importlib.util.find_spec(module) is None:
         raise LabkitError(f"torchrun: no module {module!r} on sys.path (write the job first)")
     tmp = Path(tempfile.mkdtemp(prefix="labkit-torchrun-"))
     try:
         (tmp / "job.py").write_text(_STUB.format(module=module))
-        config = {"job": job, "out": str(tmp), **params}
-        (tmp / "config.json").write_text(json.dumps(config))
+        (tmp / "config.json").write_text(json.dumps({"job": job, "out": str(tmp), **params}))
         # --log-dir: without it torchrun makes a torchelastic_* folder in /tmp and leaves it
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
                "--nnodes=1", "--master-addr=127.0.0.1", f"--master-port={free_port()}",

@@ -1,10 +1,7 @@
-"""Cleaning up after MosaicML Streaming, LitData and Ray (chapter 14b).
+"""Cleaning up after MosaicML Streaming, LitData and Ray (chapter 14b, ``ObjectStore.cleanup``).
 
-Each library is used as its docs say; what it leaves behind or changes is removed or put
-back here, for 14b's runs (``ObjectStore.cleanup``, :mod:`.stores`), so a kernel or a test
-session ends as it began: Mosaic's shared memory and lock files (:class:`MosaicShm`), LitData's
-staging folders, start method and SIGINT handler (:func:`litdata_contained`), the processes
-of a Ray start that failed (:func:`start_ray`).
+Each library is used as its docs say; what it leaves behind or changes is undone here, so a
+kernel or a test session ends as it began.
 """
 
 from __future__ import annotations
@@ -24,8 +21,7 @@ from ..loading.processes import stop_processes
 
 @contextmanager
 def scoped(mapping, values: dict):
-    """``mapping`` (``os.environ``, ``sys.modules``) with ``values`` set inside the block,
-    as it was after it."""
+    """``mapping`` (``os.environ``, ``sys.modules``) with ``values`` set inside the block."""
     old = {k: mapping.get(k) for k in values}
     mapping.update(values)
     try:
@@ -39,15 +35,10 @@ def scoped(mapping, values: dict):
 
 
 class MosaicShm:
-    """The shared-memory blocks and lock files of the MosaicML Streaming datasets passed to
-    :meth:`track`, removed by :meth:`release`.
-
-    Mosaic unlinks its blocks only at interpreter exit and never removes its two lock files
-    per prefix (``000003_barrier_filelock``, ``000003_cache_filelock`` in the temp folder),
-    and the next run skips a prefix whose lock file exists: /dev/shm and /tmp would grow with
-    every run. A dataset's prefix is the one whose ``_locals`` block names its folder, so
-    another process's Mosaic run at the same moment keeps its own.
-    """
+    """The shared memory and lock files of the Mosaic datasets given to :meth:`track`, removed
+    by :meth:`release`: Mosaic unlinks its blocks only at exit and never its lock files
+    (``000003_cache_filelock`` in the temp folder), so /dev/shm and /tmp grew every run. Only
+    prefixes whose ``_locals`` block names a tracked folder: another process keeps its own."""
 
     _SHM = Path("/dev/shm")
     _LOCKS = ("barrier_filelock", "cache_filelock")
@@ -83,17 +74,10 @@ class MosaicShm:
 
 @contextmanager
 def litdata_contained():
-    """``litdata.optimize`` inside the block leaves nothing else changed.
-
-    Left to itself, optimize() prints a progress log, sets the process-wide start method to
-    spawn for good (every later DataLoader in the kernel would spawn its workers), installs a
-    SIGINT handler for good (a later Ctrl-C or Jupyter interrupt then ends the whole process
-    with exit status 0 instead of raising KeyboardInterrupt), and stages its work in
-    ``<temp>/chunks`` and ``<temp>/data``, two folders it leaves behind; here the log is kept
-    quiet, the start method and the SIGINT handler put back and the staging folders (its
-    ``DATA_OPTIMIZER_CACHE_FOLDER`` and ``DATA_OPTIMIZER_DATA_CACHE_FOLDER``) made in a
-    temporary folder that goes after the block.
-    """
+    """``litdata.optimize`` inside the block leaves nothing else changed: its progress log is
+    kept quiet, the start method (it sets spawn for good) and SIGINT handler (a later
+    interrupt would end the kernel with status 0) put back, its staging folders (left behind
+    in ``<temp>``) made in a temporary folder."""
     method = multiprocessing.get_start_method(allow_none=True)
     on_interrupt = signal.getsignal(signal.SIGINT)
     with tempfile.TemporaryDirectory(prefix="labkit-litdata-") as stage, \
@@ -110,14 +94,9 @@ def litdata_contained():
 
 
 def start_ray(ray, num_cpus: int, tries: int = 2) -> None:
-    """``ray.init`` for one local node, tried again once if the node is slow to register
-    (``ObjectStore.cleanup("ray")`` starts Ray this way).
-
-    Ray waits a fixed 30 s for its raylet to register with its GCS; on a 2-core machine
-    under load that start-up alone can take longer. A failed start is shut down (its
-    processes stopped: Ray forgets a node whose start failed, so ``ray.shutdown`` would not)
-    before the next try, and the last failure is raised.
-    """
+    """``ray.init`` for one local node, tried again if it timed out (Ray waits a fixed 30 s for
+    its raylet, too short on a loaded 2-core machine); a failed start's processes are
+    stopped (``ray.shutdown`` forgets them), the last failure raised."""
     import psutil
 
     me = psutil.Process()
