@@ -1,30 +1,25 @@
-"""Plots a person would rather look at than read: throughput, scaling (ch. 01-16).
-
-Each function returns a matplotlib Figure (closed, so a notebook shows it exactly once).
-Introduced in chapter 01.
-"""
+"""Plots a person would rather look at than read: throughput, scaling (ch. 01-16)."""
 
 from __future__ import annotations
 
-from .figures import done, subplots
+from .figures import done
 
 
 def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
                     log: bool | None = None, gb_per_s: bool = False):
-    """Horizontal bars of samples/s (median, min-max whiskers), each labelled x baseline.
+    """Bars of samples/s (median, min-max whiskers), each labelled x baseline; a log axis
+    when the fastest is 50x the slowest. ``gb_per_s`` adds a GB/s panel (chapters 02, 12:
+    many tiny samples a second can still be few bytes a second)."""
+    import matplotlib.pyplot as plt
 
-    A log axis is chosen automatically when the fastest is 50x the slowest. ``gb_per_s``
-    adds a GB/s panel beside it (chapters 02 and 12: many tiny samples a second can still
-    be few bytes a second).
-    """
     ms = list(measurements)
     names = [m.name for m in ms]
     med = [m.samples_per_s for m in ms]
     lo = [m.samples_per_s - m.samples_per_s_range[0] for m in ms]
     hi = [m.samples_per_s_range[1] - m.samples_per_s for m in ms]
     base = med[baseline]
-    fig, axes = subplots(1, 1 + gb_per_s, figsize=(8 + 4 * gb_per_s, 0.6 * len(ms) + 1.4),
-                         sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, 1 + gb_per_s, figsize=(8 + 4 * gb_per_s, 0.6 * len(ms) + 1.4),
+                             sharey=True, squeeze=False)
     ax = axes[0, 0]
     ax.barh(names, med, xerr=[lo, hi], color="tab:blue", alpha=0.8, capsize=3)
     ax.invert_yaxis()
@@ -50,12 +45,11 @@ def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
 
 def plot_scaling(workers, measured, ideal, *, title: str, ylabel: str = "samples/s",
                  cores: int | None = None):
-    """Measured throughput against workers next to the ideal line (chapters 09 and 10).
+    """Measured throughput against workers next to the ideal line (chapters 09 and 10):
+    ``ideal`` from this machine's one-worker rate; ``cores`` draws where the cores run out."""
+    import matplotlib.pyplot as plt
 
-    ``ideal[i]`` should come from this machine's own single-worker measurement (e.g.
-    ``min(workers, cores) x one worker's rate``); ``cores`` draws where the cores run out.
-    """
-    fig, ax = subplots(figsize=(6.5, 3.8))
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
     ax.plot(workers, ideal, "--", color="grey", marker="o", label="ideal (from 1 worker)")
     ax.plot(workers, measured, color="tab:blue", marker="o", lw=2, label="measured")
     if cores is not None:

@@ -1,8 +1,6 @@
 """The live throughput dashboard: pick knobs, press Run, watch samples/s (chapter 01 on).
 
-:class:`DashboardModel` holds the logic in plain Python (tests and headless notebooks drive
-it); :class:`Dashboard` wires ipywidgets to it. A run is timed by the meter's loop and is a
-one-pass ``Measurement`` (:class:`DashboardRun`).
+:class:`DashboardModel` is the logic (tests, headless notebooks), :class:`Dashboard` its widgets.
 """
 
 from __future__ import annotations
@@ -28,11 +26,6 @@ DEFAULT_KNOBS: dict[str, list] = {"num_workers": [0, 1, 2, 4], "batch_size": [16
                                   "prefetch_factor": [2, 4], "pin_memory": [False, True]}
 
 
-def _allowed(value: Any, options: list) -> bool:
-    # True == 1 in Python, so a bool must not pass for num_workers=1 (nor 1 for True).
-    return any(value == o and isinstance(value, bool) == isinstance(o, bool) for o in options)
-
-
 @dataclass(repr=False)
 class DashboardRun(Measurement):
     """A one-pass :class:`Measurement`, its ``run`` number and ``status`` (done, stopped, error)."""
@@ -53,13 +46,10 @@ class DashboardModel:
     def __init__(self, make_loader: Callable[[dict], Iterable],
                  step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
                  max_batches: int | None = None, max_seconds: float | None = None,
-                 window_s: float = 0.25,
-                 epochs: int | None = 1):
+                 window_s: float = 0.25, epochs: int | None = 1):
         if epochs is None and max_seconds is None and max_batches is None:
             raise ValueError("epochs=None runs until stopped: give max_seconds or max_batches")
-        self.epochs = epochs
-        self.make_loader = make_loader
-        self.step = step
+        self.epochs, self.make_loader, self.step = epochs, make_loader, step
         self.knobs = {k: list(v) for k, v in (knobs or DEFAULT_KNOBS).items()}
         for name, options in self.knobs.items():
             if not options:
@@ -73,8 +63,7 @@ class DashboardModel:
         self.runs: list[DashboardRun] = []
         self._update_fns: list[Callable] = []
         self._finish_fns: list[Callable] = []
-        self._stop = threading.Event()
-        self._done = threading.Event()
+        self._stop, self._done = threading.Event(), threading.Event()
         self._done.set()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -87,7 +76,9 @@ class DashboardModel:
     def _check(self, name: str, value: Any) -> None:
         if name not in self.knobs:
             raise ValueError(f"unknown knob {name!r}; the knobs are {sorted(self.knobs)}")
-        if not _allowed(value, self.knobs[name]):
+        # True == 1 in Python, so a bool must not pass for num_workers=1 (nor 1 for True).
+        if not any(value == o and isinstance(value, bool) == isinstance(o, bool)
+                   for o in self.knobs[name]):
             raise ValueError(f"knob {name!r} cannot be {value!r}; allowed: {self.knobs[name]}")
 
     def on_update(self, fn: Callable[[DashboardModel], Any]) -> None:
@@ -249,8 +240,7 @@ class Dashboard:
     def __init__(self, make_loader: Callable[[dict], Iterable],
                  step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
                  max_batches: int | None = None, max_seconds: float | None = None,
-                 title: str = "Throughput",
-                 epochs: int | None = 1):
+                 title: str = "Throughput", epochs: int | None = 1):
         # Imported here so that `import labkit` stays fast and the model works without widgets.
         import ipywidgets as w
 
@@ -270,7 +260,7 @@ class Dashboard:
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop",
                                     disabled=True)
         self.run_button.on_click(self._on_run)
-        self.stop_button.on_click(lambda _: self._on_stop())
+        self.stop_button.on_click(self._on_stop)
         self.status = w.Label(value="idle")
         self.plot = w.Image(format="png")
         self.table = w.HTML()
@@ -308,7 +298,7 @@ class Dashboard:
             self._set_running(False)
             self.status.value = f"cannot start: {e}"
 
-    def _on_stop(self) -> None:
+    def _on_stop(self, _button: Any = None) -> None:
         self.model.stop()
         self.status.value = "stopping after the batch in flight..."
 
@@ -349,11 +339,9 @@ class Dashboard:
         for i, series in enumerate(history):
             current = i == len(history) - 1
             pts = list(series)  # a snapshot: the run's thread may be appending
-            t = [p["t_s"] for p in pts]
-            ax1.plot(t, [p["samples_per_s"] for p in pts], marker=".",
-                     **({"color": "C0", "lw": 2} if current else faded))
-            ax2.plot(t, [p["wait_fraction"] for p in pts], marker=".",
-                     **({"color": "C3", "lw": 2} if current else faded))
+            for ax, key, color in ((ax1, "samples_per_s", "C0"), (ax2, "wait_fraction", "C3")):
+                ax.plot([p["t_s"] for p in pts], [p[key] for p in pts], marker=".",
+                        **({"color": color, "lw": 2} if current else faded))
         ax1.set_ylabel("samples/s")
         ax1.set_ylim(bottom=0)
         ax2.set_ylabel("data-wait fraction")
@@ -381,11 +369,9 @@ class Dashboard:
 
         rows = []
         for r in reversed(runs):
-            row = {"run": r.run, **r.config, "batches": r.batches, "samples": r.samples,
-                   "seconds": r.passes[0].epoch_s, "samples_per_s": r.samples_per_s,
-                   "wait_fraction": r.wait_fraction, "first_batch_s": r.first_batch_s,
-                   "status": r.status}
+            row = {**r.config, "seconds": r.passes[0].epoch_s}  # the rest are r's attributes
             bold = ' style="font-weight:bold"' if r is best else ""
-            rows.append(f"<tr{bold}>" + "".join(cell(row.get(c, "")) for c in cols) + "</tr>")
+            rows.append(f"<tr{bold}>" + "".join(cell(row[c] if c in row else getattr(r, c, ""))
+                                                for c in cols) + "</tr>")
         head = "".join(f"<th>{c}</th>" for c in cols)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
