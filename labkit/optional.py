@@ -1,8 +1,6 @@
 """Optional libraries: is one here, and if not, why and what to install (ch. 02, 03, 09-16).
 
-``lk.status(name)`` returns ``(ok, reason)``; each check is registered with :func:`check` in
-the module that knows the library (``HOMES``, imported when first asked).
-"""
+Each check is registered with :func:`check` in the module that knows the library (HOMES)."""
 
 from __future__ import annotations
 
@@ -24,18 +22,11 @@ from .facilities import ptrace_scope
 
 _CHECKS: dict[str, Callable[..., tuple[bool, str]]] = {}  # filled by check() at import
 HOMES = {  # where each check is registered
-    "gpu_decode": "labkit.images.gpu",
-    "kornia_gpu": "labkit.images.gpu",
-    "dali": "labkit.images.gpu",
+    **dict.fromkeys(("gpu_decode", "kornia_gpu", "dali"), "labkit.images.gpu"),
     "torchvision": "labkit.images.augment",
-    "torchcodec": "labkit.media.backends",
-    "ffmpeg": "labkit.media.backends",
-    "pyav": "labkit.media.backends",
-    "spdl": "labkit.media.backends",
-    "media_gpu": "labkit.media.backends",
-    "mosaicml_streaming": "labkit.objstore.systems",
-    "litdata": "labkit.objstore.systems",
-    "ray_data": "labkit.objstore.systems",
+    **dict.fromkeys(("torchcodec", "ffmpeg", "pyav", "spdl", "media_gpu"),
+                    "labkit.media.backends"),
+    **dict.fromkeys(("mosaicml_streaming", "litdata", "ray_data"), "labkit.objstore.systems"),
 }
 
 
@@ -43,11 +34,9 @@ def check(name: str):
     """Register the decorated function (keyword options, returns ``(ok, reason)``, never
     raises) as the check ``lk.status(name)`` runs."""
     def register(fn: Callable[..., tuple[bool, str]]):
-        old = _CHECKS.get(name)
-        if old is not None and (old.__module__, old.__qualname__) != (fn.__module__,
-                                                                      fn.__qualname__):
-            raise LabkitError(f"two checks named {name!r}: {old.__module__}.{old.__qualname__}"
-                              f" and {fn.__module__}.{fn.__qualname__}")
+        old, new = (f"{f.__module__}.{f.__qualname__}" for f in (_CHECKS.get(name, fn), fn))
+        if old != new:
+            raise LabkitError(f"two checks named {name!r}: {old} and {new}")
         _CHECKS[name] = fn
         return fn
     return register
@@ -56,8 +45,7 @@ def check(name: str):
 def status(name: str, **options) -> tuple[bool, str]:
     """``(True, what is here)`` if the optional library, device or Linux-only facility ``name``
     can be used, else ``(False, why not and what to install)``. ``options`` go to the check
-    (``device="cuda:1"``); an unknown ``name`` raises :class:`~labkit.LabkitError`.
-    """
+    (``device="cuda:1"``); an unknown ``name`` raises :class:`~labkit.LabkitError`."""
     if name in facilities.WHY:     # a Linux-only facility (``"fadvise"``, ``"proc"``, ...)
         return (True, f"{name}: here") if facilities.has(name) else (
             False, facilities.why_not(name))
@@ -111,28 +99,18 @@ def library_version(dist: str, *modules: str) -> str:
 _FORMATS_EXTRA = 'pip install -e ".[moreformats]"'
 
 
-@check("lance")
-def _lance_status() -> tuple[bool, str]:
-    return library_status("pylance", "lance", label="pylance", load=False,
-                          install=f"{_FORMATS_EXTRA} or pip install pylance")
+def _library_check(name: str, *args, **kwargs) -> None:
+    check(name)(lambda: library_status(*args, **kwargs))
 
 
-@check("array_record")
-def _array_record_status() -> tuple[bool, str]:
-    return library_status("array-record", "array_record.python.array_record_module",
-                          install=f"{_FORMATS_EXTRA} or pip install array-record")
-
-
-@check("safetensors")
-def _safetensors_status() -> tuple[bool, str]:
-    return library_status("safetensors", install="pip install safetensors")
-
-
-@check("tfdata")
-def _tfdata_status() -> tuple[bool, str]:
-    return library_status("tensorflow-cpu", "tensorflow", label="tensorflow", load=False,
-                          install="tf.data is the optional extra: pip install "
-                                  "'labkit[tfdata]' (tensorflow-cpu, ~600 MB)")
+_library_check("lance", "pylance", "lance", label="pylance", load=False,
+               install=f"{_FORMATS_EXTRA} or pip install pylance")
+_library_check("array_record", "array-record", "array_record.python.array_record_module",
+               install=f"{_FORMATS_EXTRA} or pip install array-record")
+_library_check("safetensors", "safetensors", install="pip install safetensors")
+_library_check("tfdata", "tensorflow-cpu", "tensorflow", label="tensorflow", load=False,
+               install="tf.data is the optional extra: pip install "
+                       "'labkit[tfdata]' (tensorflow-cpu, ~600 MB)")
 
 
 # -- chapter 13: py-spy samples a running worker from outside (ptrace); tried once on a child

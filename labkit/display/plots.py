@@ -27,8 +27,8 @@ def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
         ax.set_xscale("log")
     for y, v in enumerate(med):
         ax.text(v, y, f"  {v:,.0f}/s  x{v / base:.2f}", va="center", fontsize=9)
-    ax.set_xlabel("samples/s (median of passes; whiskers: min-max)")
-    ax.set_title(title or f"throughput, relative to {names[baseline]}")
+    ax.set(xlabel="samples/s (median of passes; whiskers: min-max)",
+           title=title or f"throughput, relative to {names[baseline]}")
     ax.margins(x=0.35)
     if gb_per_s:
         ax = axes[0, 1]
@@ -56,10 +56,7 @@ def plot_scaling(workers, measured, ideal, *, title: str, ylabel: str = "samples
         ax.axvline(cores, color="tab:red", alpha=0.5, lw=1)
         ax.text(cores, max(max(ideal), max(measured)) * 0.05, f" {cores} cores",
                 color="tab:red", fontsize=9)
-    ax.set_xlabel("num_workers")
-    ax.set_ylabel(ylabel)
-    ax.set_ylim(bottom=0)
+    ax.set(xlabel="num_workers", ylabel=ylabel, ylim=(0, None), title=title)
     ax.legend(fontsize=8)
-    ax.set_title(title)
     return done(fig)
 

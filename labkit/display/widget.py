@@ -1,7 +1,6 @@
 """The live throughput dashboard: pick knobs, press Run, watch samples/s (chapter 01 on).
 
-:class:`DashboardModel` is the logic (tests, headless notebooks), :class:`Dashboard` its widgets.
-"""
+``DashboardModel`` is the logic (tests, headless notebooks), ``Dashboard`` its widgets."""
 
 from __future__ import annotations
 
@@ -63,10 +62,8 @@ class DashboardModel:
         self.runs: list[DashboardRun] = []
         self._update_fns: list[Callable] = []
         self._finish_fns: list[Callable] = []
-        self._stop, self._done = threading.Event(), threading.Event()
+        self._stop, self._done, self._lock = threading.Event(), threading.Event(), threading.Lock()
         self._done.set()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
 
     def set(self, name: str, value: Any) -> None:
         """Set knob ``name`` to ``value``; raise ValueError unless it is an allowed value."""
@@ -97,9 +94,8 @@ class DashboardModel:
         """Start one pass in a background thread; returns at once (see :meth:`wait`)."""
         n = self._begin(config)
         # A daemon thread, so a loader stuck without timeout= cannot keep the kernel from exiting.
-        self._thread = threading.Thread(target=self._loop, args=(n,), daemon=True,
-                                        name=f"labkit-dashboard-run{n}")
-        self._thread.start()
+        threading.Thread(target=self._loop, args=(n,), daemon=True,
+                         name=f"labkit-dashboard-run{n}").start()
 
     def run(self, config: dict | None = None) -> DashboardRun:
         """Run one pass in this thread (headless notebooks, tests) and return its result."""
@@ -261,14 +257,11 @@ class Dashboard:
                                     disabled=True)
         self.run_button.on_click(self._on_run)
         self.stop_button.on_click(self._on_stop)
-        self.status = w.Label(value="idle")
-        self.plot = w.Image(format="png")
-        self.table = w.HTML()
+        self.status, self.plot, self.table = w.Label(value="idle"), w.Image(format="png"), w.HTML()
         self.widget = w.VBox([  # what the notebook shows
             w.HBox(list(self.controls.values()), layout=w.Layout(flex_flow="row wrap")),
             w.HBox([self.run_button, self.stop_button, self.status]), self.plot, self.table])
-        self._last_render = 0.0
-        self._render_lock = threading.Lock()
+        self._last_render, self._render_lock = 0.0, threading.Lock()
         self.model.on_update(self._on_update)
         self.model.on_finish(self._on_finish)
         self.render()
@@ -342,11 +335,8 @@ class Dashboard:
             for ax, key, color in ((ax1, "samples_per_s", "C0"), (ax2, "wait_fraction", "C3")):
                 ax.plot([p["t_s"] for p in pts], [p[key] for p in pts], marker=".",
                         **({"color": color, "lw": 2} if current else faded))
-        ax1.set_ylabel("samples/s")
-        ax1.set_ylim(bottom=0)
-        ax2.set_ylabel("data-wait fraction")
-        ax2.set_ylim(0, 1.05)
-        ax2.set_xlabel("seconds into the run")
+        ax1.set(ylabel="samples/s", ylim=(0, None))
+        ax2.set(ylabel="data-wait fraction", ylim=(0, 1.05), xlabel="seconds into the run")
         knobs = ", ".join(f"{k}={v}" for k, v in self.model.run_config.items())
         fig.suptitle(f"{self.title}: run {len(history)} ({knobs})" if history else self.title)
         fig.tight_layout()

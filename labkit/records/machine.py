@@ -1,7 +1,6 @@
 """What machine and which versions a measurement ran on, as a JSON-ready dict (ch. 00, 16).
 
-Every checkpoint record embeds it; a probe that fails reports its error, never raises.
-"""
+Every checkpoint record embeds it; a probe that fails reports its error, never raises."""
 
 from __future__ import annotations
 
@@ -71,12 +70,9 @@ def _cpu() -> dict:
     model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")),
                  None)
     affinity = sorted(os.sched_getaffinity(0)) if facilities.has("affinity") else None
-    return {
-        "model": model or platform.processor() or platform.machine() or None,
-        "logical_cores": psutil.cpu_count(logical=True),
-        "physical_cores": psutil.cpu_count(logical=False),
-        "affinity": affinity,
-    }
+    return {"model": model or platform.processor() or platform.machine() or None,
+            "logical_cores": psutil.cpu_count(logical=True),
+            "physical_cores": psutil.cpu_count(logical=False), "affinity": affinity}
 
 
 def threadpools() -> list[dict]:
@@ -134,12 +130,9 @@ def _torch_cuda() -> tuple[list[dict], str | None, str]:
     if not torch.cuda.is_available():
         build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU build"
         return [], None, f"torch.cuda.is_available() is False ({build} {torch.__version__})"
-    devices = []
-    for i in range(torch.cuda.device_count()):
-        p = torch.cuda.get_device_properties(i)
-        devices.append({"name": p.name, "memory_bytes": p.total_memory,
-                        "capability": f"{p.major}.{p.minor}"})
-    return devices, torch.version.cuda, ""
+    props = map(torch.cuda.get_device_properties, range(torch.cuda.device_count()))
+    return [{"name": p.name, "memory_bytes": p.total_memory, "capability": f"{p.major}.{p.minor}"}
+            for p in props], torch.version.cuda, ""
 
 
 def _probe(probe) -> tuple[list[dict], str | None, str]:

@@ -1,8 +1,7 @@
 """Launch a real multi-process job with torchrun from a notebook, safely (chapters 04, 11).
 
 A timeout kills every process group of the launch: torchrun starts each rank in a session of
-its own, so killing torchrun's group alone left the ranks running (260 s, once, in CI).
-"""
+its own, so killing torchrun's group alone left the ranks running (260 s, once, in CI)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -79,8 +77,8 @@ def torchrun(job: str, *, module: str, nproc: int = 2, timeout: float = 120.0,
     ``{"job": job, "out": folder for rank{r}.json, **params}``. Past ``timeout`` s: killed."""
     if importlib.util.find_spec(module) is None:
         raise LabkitError(f"torchrun: no module {module!r} on sys.path (write the job first)")
-    tmp = Path(tempfile.mkdtemp(prefix="labkit-torchrun-"))
-    try:
+    with tempfile.TemporaryDirectory(prefix="labkit-torchrun-", ignore_cleanup_errors=True) as d:
+        tmp = Path(d)
         (tmp / "job.py").write_text(_STUB.format(module=module))
         (tmp / "config.json").write_text(json.dumps({"job": job, "out": str(tmp), **params}))
         # --log-dir: without it torchrun makes a torchelastic_* folder in /tmp and leaves it
@@ -109,8 +107,6 @@ def torchrun(job: str, *, module: str, nproc: int = 2, timeout: float = 120.0,
                  for p in sorted(tmp.glob("rank*.json"), key=lambda p: int(p.stem[4:]))]
         result = TorchrunResult(proc.returncode, ranks, out, time.perf_counter() - t0,
                                 timed_out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     failed = [r["traceback"] for r in result.ranks if "traceback" in r]
     if failed:
         raise LabkitError(f"torchrun job {job!r} failed on {len(failed)} rank(s), the first:\n"

@@ -1,8 +1,6 @@
 """Cleaning up after MosaicML Streaming, LitData and Ray (chapter 14b, ``ObjectStore.cleanup``).
 
-Each library is used as its docs say; what it leaves behind or changes is undone here, so a
-kernel or a test session ends as it began.
-"""
+Each library is used as its docs say; what it leaves behind or changes is undone here."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """A loopback HTTP server over a folder: a remote store taught offline (chapters 06, 07, 14).
 
-GET/HEAD and single byte ranges, slowed and with deterministic faults, every request logged;
-:class:`LoopbackService` and :class:`LoopbackHandler` also serve the S3 fault layer (.stores).
-"""
+GET/HEAD, single byte ranges, latency, bandwidth, faults, a request log; .stores reuses it."""
 
 from __future__ import annotations
 
@@ -286,11 +284,9 @@ class _FileHandler(LoopbackHandler):
 
 
 class Server(LoopbackService):
-    """A running loopback server over a folder (``lk.remote.serve(folder)``): ``url``,
-    ``log``, ``urls(pattern)``."""
+    """A running loopback server over a folder (``lk.remote.serve(folder)``)."""
 
-    def __init__(self, folder, latency_s: float = 0.0, bandwidth: float | None = None,
-                 faults=()):
+    def __init__(self, folder, latency_s: float = 0.0, bandwidth: float | None = None, faults=()):
         self.folder = Path(getattr(folder, "path", folder)).resolve()
         if not self.folder.is_dir():
             raise FileNotFoundError(f"{self.folder}: no such folder to serve")

@@ -1,8 +1,7 @@
 """``lk.remote.serve``: a folder over HTTP, or an S3 store, on loopback (chapters 06, 07, 14).
 
 ``serve(s3=True)``: moto's S3 server in a child process behind the fault layer, faults in S3's
-dialect (XML errors, ``drop`` resets mid-object); wrong access key ids get 403 (moto allows).
-"""
+dialect (XML errors, ``drop`` resets mid-object); wrong access key ids get 403 (moto allows)."""
 
 from __future__ import annotations
 
@@ -21,6 +20,8 @@ import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NamedTuple
+
+import psutil
 
 from ..loading.processes import stop_processes
 from .launch import free_port
@@ -215,10 +216,9 @@ class ObjectStore(LoopbackService):
         ``litdata_contained``. ``"ray"``: one local node (``num_cpus``, 1); yields ``ray``."""
         if system == "mosaic":
             shm = MosaicShm()
-            with scoped(os.environ, {"S3_ENDPOINT_URL": self.endpoint_url,
-                                     "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-                                     "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-                                     "AWS_DEFAULT_REGION": REGION, **options}):
+            env = {"S3_ENDPOINT_URL": self.endpoint_url, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                   "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_DEFAULT_REGION": REGION}
+            with scoped(os.environ, {**env, **options}):
                 try:
                     yield shm
                 finally:
@@ -281,8 +281,6 @@ class ObjectStore(LoopbackService):
     # --- lifetime -----------------------------------------------------------------------
     def _stop_moto(self) -> None:
         if self._proc.poll() is None:
-            import psutil
-
             with suppress(psutil.NoSuchProcess):
                 stop_processes([psutil.Process(self._proc.pid)])
         self._proc.wait(timeout=10)
