@@ -31,8 +31,7 @@ HOMES = {  # where each check is registered
 
 
 def check(name: str):
-    """Register the decorated function (keyword options, returns ``(ok, reason)``, never
-    raises) as the check ``lk.status(name)`` runs."""
+    """Register the decorated function (never raising) as the check ``lk.status(name)``."""
     def register(fn: Callable[..., tuple[bool, str]]):
         old, new = (f"{f.__module__}.{f.__qualname__}" for f in (_CHECKS.get(name, fn), fn))
         if old != new:
@@ -43,9 +42,8 @@ def check(name: str):
 
 
 def status(name: str, **options) -> tuple[bool, str]:
-    """``(True, what is here)`` if the optional library, device or Linux-only facility ``name``
-    can be used, else ``(False, why not and what to install)``. ``options`` go to the check
-    (``device="cuda:1"``); an unknown ``name`` raises :class:`~labkit.LabkitError`."""
+    """``(True, what is here)`` if the library, device or Linux-only facility ``name`` can be
+    used, else ``(False, why not and what to install)``; ``options`` go to the check."""
     if name in facilities.WHY:     # a Linux-only facility (``"fadvise"``, ``"proc"``, ...)
         return (True, f"{name}: here") if facilities.has(name) else (
             False, facilities.why_not(name))
@@ -61,9 +59,8 @@ def status(name: str, **options) -> tuple[bool, str]:
 def library_status(dist: str, *modules: str, install: str, load: bool = True,
                    label: str | None = None,
                    importer: Callable[[str], object] | None = None) -> tuple[bool, str]:
-    """``(True, "<label> <version>")`` if ``dist`` is here and ``modules`` (default: ``dist``)
-    load with ``importer``, else ``(False, why; install)``; never raises (a wheel built for
-    another torch fails with anything). ``load=False`` only looks (lance is not fork-safe)."""
+    """``(True, "<label> <version>")`` if ``dist``'s ``modules`` load, else ``(False, why;
+    install)``, never raising; ``load=False`` only looks (lance is not fork-safe)."""
     label = label or dist
     for mod in modules or (dist,):
         top = mod.partition(".")[0]  # find_spec("a.b") would import a
@@ -84,8 +81,7 @@ def library_status(dist: str, *modules: str, install: str, load: bool = True,
 
 
 def library_version(dist: str, *modules: str) -> str:
-    """``dist``'s version, else that of the distribution named like its top-level module
-    (``tensorflow`` where the ``tensorflow-cpu`` wheel is not the one installed)."""
+    """``dist``'s version, else that of its top-level module's distribution (tensorflow)."""
     for name in (dist, *(m.split(".")[0] for m in modules)):
         try:
             return importlib.metadata.version(name)

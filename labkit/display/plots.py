@@ -7,9 +7,8 @@ from .figures import done
 
 def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
                     log: bool | None = None, gb_per_s: bool = False):
-    """Bars of samples/s (median, min-max whiskers), each labelled x baseline; a log axis
-    when the fastest is 50x the slowest. ``gb_per_s`` adds a GB/s panel (chapters 02, 12:
-    many tiny samples a second can still be few bytes a second)."""
+    """Bars of samples/s (median, min-max whiskers) x baseline; ``gb_per_s`` adds a GB/s panel
+    (chapters 02, 12: many tiny samples a second can still be few bytes a second)."""
     import matplotlib.pyplot as plt
 
     ms = list(measurements)
@@ -28,8 +27,7 @@ def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
     for y, v in enumerate(med):
         ax.text(v, y, f"  {v:,.0f}/s  x{v / base:.2f}", va="center", fontsize=9)
     ax.set(xlabel="samples/s (median of passes; whiskers: min-max)",
-           title=title or f"throughput, relative to {names[baseline]}")
-    ax.margins(x=0.35)
+           title=title or f"throughput, relative to {names[baseline]}", xmargin=0.35)
     if gb_per_s:
         ax = axes[0, 1]
         gb = [m.bytes_per_s / 1e9 for m in ms]
@@ -38,15 +36,13 @@ def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
             ax.set_xscale("log")
         for y, v in enumerate(gb):
             ax.text(v, y, f"  {v:.2f}", va="center", fontsize=9)
-        ax.set_xlabel("GB/s (median of passes)")
-        ax.margins(x=0.3)
+        ax.set(xlabel="GB/s (median of passes)", xmargin=0.3)
     return done(fig)
 
 
 def plot_scaling(workers, measured, ideal, *, title: str, ylabel: str = "samples/s",
                  cores: int | None = None):
-    """Measured throughput against workers next to the ideal line (chapters 09 and 10):
-    ``ideal`` from this machine's one-worker rate; ``cores`` draws where the cores run out."""
+    """Measured throughput against workers next to the ideal line (chapters 09 and 10)."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 3.8))

@@ -39,8 +39,7 @@ class DashboardRun(Measurement):
 
 
 class DashboardModel:
-    """One pass over ``make_loader(config)`` per run, timing data-wait in windows: ``state``,
-    ``series`` (the current run's windows), ``history`` and ``runs`` (one per past run)."""
+    """One pass over ``make_loader(config)`` per run, timed in windows of ``window_s``."""
 
     def __init__(self, make_loader: Callable[[dict], Iterable],
                  step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
@@ -217,7 +216,6 @@ class DashboardModel:
         return result
 
     def _point(self, t_s: float, start: float, win: list) -> float:
-        """Append a window's point, run the update callbacks, return the seconds they took."""
         span = t_s - start
         point = {"t_s": t_s, "samples_per_s": rate(win[1], span),
                  "wait_fraction": wait_fraction(win[2], span)}
@@ -228,8 +226,7 @@ class DashboardModel:
 
 
 class Dashboard:
-    """Widgets around a :class:`DashboardModel`: knobs, Run/Stop, live plot, table (chapter
-    01); end a cell with it to show it, or call :meth:`run_sync` headless."""
+    """Knobs, Run/Stop, live plot and table around a :class:`DashboardModel` (chapter 01)."""
 
     min_render_s = 0.25  # at most ~4 PNG renders a second: each costs tens of ms of CPU
 
@@ -270,8 +267,7 @@ class Dashboard:
         return self.widget._repr_mimebundle_(**kwargs)
 
     def run_sync(self, **overrides: Any) -> DashboardRun:
-        """Set the given knobs, run in this thread, refresh, return the :class:`DashboardRun`;
-        a failed run raises, so a broken chapter fails its cell in CI."""
+        """Set the knobs, run in this thread; a failed run raises (a broken chapter fails CI)."""
         if self.model.running:
             raise LabkitError("a run is in progress; press Stop (or wait) before run_sync()")
         for name, value in overrides.items():

@@ -41,8 +41,7 @@ def _pyproject_version() -> str | None:
 
 
 def versions(names=None) -> dict[str, str | None]:
-    """Installed versions from package metadata (None when absent; ``python`` the
-    interpreter's), never imported (chapter 00)."""
+    """Installed versions from package metadata, never imported (None when absent)."""
     out: dict[str, str | None] = {}
     for name in DEFAULT_NAMES if names is None else names:
         if name == "python":
@@ -164,8 +163,7 @@ def _torch() -> dict:
 
 
 def environment(data_path=None) -> dict:
-    """Hardware, OS, thread pools, data location (``data_path``, default the fixture cache;
-    its nearest existing parent is measured), GPU and versions as a JSON-ready dict."""
+    """Hardware, OS, thread pools, data location, GPU and versions as a JSON-ready dict."""
     mem = psutil.virtual_memory()
     libc = " ".join(platform.libc_ver()).strip() or None
     return {

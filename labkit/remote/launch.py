@@ -29,7 +29,6 @@ _STUB = ('from {module} import main\n\n'
 
 
 def _kill_tree(pid: int) -> None:
-    """SIGKILL every process group in the tree under ``pid``, ``pid``'s own first."""
     groups = [pid]
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process(pid).children(recursive=True):
@@ -73,8 +72,7 @@ def free_port() -> int:
 
 def torchrun(job: str, *, module: str, nproc: int = 2, timeout: float = 120.0,
              **params) -> TorchrunResult:
-    """Run ``main()`` of ``module`` (on ``sys.path``) on ``nproc`` gloo ranks; its config:
-    ``{"job": job, "out": folder for rank{r}.json, **params}``. Past ``timeout`` s: killed."""
+    """``main()`` of ``module`` on ``nproc`` ranks, given ``{"job", "out": folder, **params}``."""
     if importlib.util.find_spec(module) is None:
         raise LabkitError(f"torchrun: no module {module!r} on sys.path (write the job first)")
     with tempfile.TemporaryDirectory(prefix="labkit-torchrun-", ignore_cleanup_errors=True) as d:

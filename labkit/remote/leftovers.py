@@ -34,9 +34,8 @@ def scoped(mapping, values: dict):
 
 class MosaicShm:
     """The shared memory and lock files of the Mosaic datasets given to :meth:`track`, removed
-    by :meth:`release`: Mosaic unlinks its blocks only at exit and never its lock files
-    (``000003_cache_filelock`` in the temp folder), so /dev/shm and /tmp grew every run. Only
-    prefixes whose ``_locals`` block names a tracked folder: another process keeps its own."""
+    by :meth:`release` (Mosaic unlinks its blocks only at exit, its lock files never), only
+    those of a prefix whose ``_locals`` block names a tracked folder."""
 
     _SHM = Path("/dev/shm")
     _LOCKS = ("barrier_filelock", "cache_filelock")
@@ -62,8 +61,7 @@ class MosaicShm:
         for prefix in self.prefixes:
             for block in self._SHM.glob(f"{prefix}_*"):
                 block.unlink(missing_ok=True)
-                # it was registered when Mosaic made it; unregistered, the tracker does not
-                # unlink it again at exit and warn that it is gone
+                # registered by Mosaic: else the tracker unlinks it again at exit, and warns
                 resource_tracker.unregister(f"/{block.name}", "shared_memory")
             for lock in self._LOCKS:
                 Path(tempfile.gettempdir(), f"{prefix}_{lock}").unlink(missing_ok=True)
@@ -72,10 +70,8 @@ class MosaicShm:
 
 @contextmanager
 def litdata_contained():
-    """``litdata.optimize`` inside the block leaves nothing else changed: its progress log is
-    kept quiet, the start method (it sets spawn for good) and SIGINT handler (a later
-    interrupt would end the kernel with status 0) put back, its staging folders (left behind
-    in ``<temp>``) made in a temporary folder."""
+    """``litdata.optimize`` in the block changes nothing else: its log quiet, the start method
+    (spawn for good) and SIGINT handler put back, its staging folders in a temporary one."""
     method = multiprocessing.get_start_method(allow_none=True)
     on_interrupt = signal.getsignal(signal.SIGINT)
     with tempfile.TemporaryDirectory(prefix="labkit-litdata-") as stage, \
@@ -92,9 +88,8 @@ def litdata_contained():
 
 
 def start_ray(ray, num_cpus: int, tries: int = 2) -> None:
-    """``ray.init`` for one local node, tried again if it timed out (Ray waits a fixed 30 s for
-    its raylet, too short on a loaded 2-core machine); a failed start's processes are
-    stopped (``ray.shutdown`` forgets them), the last failure raised."""
+    """``ray.init`` for one node, tried again if its fixed 30 s start-up timed out (a loaded
+    2-core machine); a failed start's processes stopped (``ray.shutdown`` forgets them)."""
     import psutil
 
     me = psutil.Process()

@@ -21,10 +21,8 @@ FAULT_KINDS = ("status", "drop", "stall")
 
 @dataclass(frozen=True)
 class Fault:
-    """One injected fault (chapter 06b): ``"status"`` (answer ``code``), ``"drop"`` (close
-    after ``after_bytes`` of the body) or ``"stall"`` (silent ``stall_s``, then close), on
-    requests whose path (no leading ``/``) matches the glob ``path`` and method ``method``
-    (``None``: any); ``nth``: which matching ones, counting from 1 (``None``: all)."""
+    """One injected fault (chapter 06b): ``status`` answers ``code``, ``drop`` closes after
+    ``after_bytes``, ``stall`` waits ``stall_s``; on the ``nth`` (from 1) matching requests."""
 
     kind: str
     path: str | None = None
@@ -70,8 +68,7 @@ _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
 def parse_range(header: str | None, size: int) -> tuple[int, int] | None | str:
-    """``(start, stop)`` (stop exclusive) for one ``bytes=`` range, ``None`` for no/ignored
-    header, ``"unsatisfiable"`` for a range outside the file (answered 416)."""
+    """``(start, stop)`` for one ``bytes=`` range, ``None`` (ignored) or ``"unsatisfiable"``."""
     m = _RANGE.match(header.strip()) if header else None
     if not m or (not m.group(1) and not m.group(2)):
         return None  # multi-range or malformed: RFC 9110 lets a server ignore it (send 200)
@@ -93,8 +90,7 @@ def check_pace(latency_s: float, bandwidth: float | None) -> tuple[float, float 
 
 
 class LoopbackService:
-    """A thread serving 127.0.0.1 on a free port, its faults and request log (the file server,
-    the S3 fault layer); ``latency_s`` and ``bandwidth`` may change while it runs."""
+    """A thread serving 127.0.0.1 on a free port, its faults and request log."""
 
     def _start(self, handler: type, faults, name: str) -> None:
         self._log: list[Request] = []
@@ -118,7 +114,6 @@ class LoopbackService:
             self.faults, self._matched = faults, [0] * len(faults)
 
     def _next(self, path: str, method: str) -> tuple[int, Fault | None]:
-        """Number this request and pick the first fault that applies (deterministic)."""
         with self._lock:
             self._count += 1
             self._in_flight += 1
@@ -144,7 +139,6 @@ class LoopbackService:
             return sorted(self._log, key=lambda r: r.n)
 
     def _wait(self, seconds: float) -> bool:
-        """Sleep unless the service stops first; False if it stopped."""
         return not self._stopping.wait(seconds) if seconds > 0 else True
 
     def stop(self) -> None:
@@ -172,8 +166,7 @@ class _HTTPServer(ThreadingHTTPServer):
 
 
 class LoopbackHandler(BaseHTTPRequestHandler):
-    """A request to its ``service``: numbered, delayed, met by a stall or status fault, else
-    answered by ``respond(path, body, fault)`` -> ``(status, bytes sent)``; always logged."""
+    """A request: delayed, faulted or ``respond(path, body, fault)`` -> (status, sent), logged."""
 
     protocol_version = "HTTP/1.1"
     timeout = 30.0  # an idle keep-alive client cannot hold a thread forever
@@ -220,8 +213,7 @@ class LoopbackHandler(BaseHTTPRequestHandler):
         return status
 
     def paced_copy(self, read, limit: int | None = None) -> int:
-        """``read(n)`` chunks to the client at the service's bandwidth, up to ``limit``; the
-        bytes sent (an answer cut short closes the connection)."""
+        """``read(n)`` chunks at the service's bandwidth, up to ``limit``: the bytes sent."""
         sent, t0, bandwidth = 0, time.perf_counter(), self.service.bandwidth
         while limit is None or sent < limit:
             chunk = read(CHUNK if limit is None else min(CHUNK, limit - sent))

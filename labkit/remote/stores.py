@@ -28,9 +28,7 @@ from .launch import free_port
 from .leftovers import MosaicShm, litdata_contained, scoped, start_ray
 from .server import LoopbackHandler, LoopbackService, Server, check_pace
 
-ACCESS_KEY = "labkit"
-SECRET_KEY = "labkit-secret"
-REGION = "us-east-1"
+ACCESS_KEY, SECRET_KEY, REGION = "labkit", "labkit-secret", "us-east-1"
 
 _S3_CODES = {503: "SlowDown", 500: "InternalError", 403: "AccessDenied", 404: "NoSuchKey",
              429: "SlowDown"}
@@ -124,8 +122,7 @@ class _S3Handler(LoopbackHandler):
 
 
 class ObjectStore(LoopbackService):
-    """A running loopback S3 store (``lk.remote.serve(s3=True)``): ``endpoint_url`` (the
-    fault layer's, what every client is given), ``direct_url`` (moto's own, for filling)."""
+    """A running loopback S3 store: ``endpoint_url`` (faults), ``direct_url`` (moto, filling)."""
 
     def __init__(self, *, latency_s: float = 0.0, bandwidth: float | None = None, faults=(),
                  start_timeout_s: float = 30.0):
@@ -166,8 +163,7 @@ class ObjectStore(LoopbackService):
 
     def configure(self, *, latency_s: float | None = None, bandwidth: float | None | str = "keep",
                   faults=None) -> None:
-        """Change latency (s before the first byte), bandwidth (bytes/s per connection,
-        ``None`` = unlimited) or the fault list; fault counters restart with a new list."""
+        """Change latency, bandwidth (``None``: unlimited) or the faults (counters restart)."""
         self.latency_s, self.bandwidth = check_pace(
             self.latency_s if latency_s is None else float(latency_s),
             self.bandwidth if bandwidth == "keep" else bandwidth)
@@ -211,9 +207,7 @@ class ObjectStore(LoopbackService):
     @contextmanager
     def cleanup(self, system: str, **options):
         """What MosaicML Streaming, LitData or Ray leave behind, cleaned up after the block
-        (chapter 14b). ``"mosaic"``: the store's endpoint and keys (and ``options``) in the
-        environment; yields a ``MosaicShm`` to ``track`` datasets with. ``"litdata"``:
-        ``litdata_contained``. ``"ray"``: one local node (``num_cpus``, 1); yields ``ray``."""
+        (chapter 14b); ``"mosaic"`` yields a ``MosaicShm`` to track datasets, ``"ray"`` ray."""
         if system == "mosaic":
             shm = MosaicShm()
             env = {"S3_ENDPOINT_URL": self.endpoint_url, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
@@ -255,8 +249,7 @@ class ObjectStore(LoopbackService):
         return keys
 
     def put_tar_shards(self, bucket: str, rows, shard_bytes: int) -> Shards:
-        """``rows`` (column 0 the id) as tar shards of about ``shard_bytes`` in ``bucket``:
-        one ``{id:08d}.f32`` member per row (webdataset's naming), its float32 bytes."""
+        """``rows`` (column 0 the id) as tar shards of ``{id:08d}.f32`` members in ``bucket``."""
         import numpy as np
 
         per_row = 512 + -(-rows.shape[1] * 4 // 512) * 512   # tar header + padded member
@@ -297,10 +290,8 @@ class ObjectStore(LoopbackService):
 
 def serve(folder=None, *, s3: bool = False, latency_s: float = 0.0,
           bandwidth: float | None = None, faults=()) -> Server | ObjectStore:
-    """A loopback store: a folder (or a ``Fixture``) over HTTP (chapter 06), or with ``s3=True``
-    an S3 store (chapter 14), behind a fault layer: ``latency_s`` before each first byte,
-    ``bandwidth`` bytes/s per connection, ``faults`` (``Fault`` s or dicts, the first matching
-    the path, ``bucket/key`` on S3, applies). ``with lk.remote.serve(fx) as srv: ...``"""
+    """A folder (or ``Fixture``) over HTTP (chapter 06), or with ``s3=True`` an S3 store
+    (chapter 14), behind a fault layer: ``with lk.remote.serve(fx) as srv: ...``."""
     if s3 != (folder is None):
         raise ValueError("serve(folder) serves a folder, serve(s3=True) an S3 store: "
                          f"give one, not folder={folder!r} and s3={s3}")
