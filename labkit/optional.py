@@ -114,7 +114,6 @@ _library_check("tfdata", "tensorflow-cpu", "tensorflow", label="tensorflow", loa
 @check("pyspy")
 @functools.cache
 def _pyspy_status() -> tuple[bool, str]:
-    """``(True, version)`` if py-spy can sample a child process here, else ``(False, why)``."""
     here = Path(sys.executable).parent / "py-spy"  # a venv not activated
     exe = shutil.which("py-spy") or (str(here) if here.exists() else None)
     if exe is None:
@@ -144,7 +143,6 @@ def _pyspy_status() -> tuple[bool, str]:
 
 @check("cuda")
 def _cuda_status(device: Any = None) -> tuple[bool, str]:
-    """``(True, "...")`` if CUDA work can run here, else ``(False, the reason in words)``."""
     try:
         import torch
     except Exception as e:  # noqa: BLE001 - any import failure means "no CUDA here"

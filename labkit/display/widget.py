@@ -59,8 +59,7 @@ class DashboardModel:
         self.series: list[dict] = []
         self.history: list[list[dict]] = []  # series of every run, aligned with ``runs``
         self.runs: list[DashboardRun] = []
-        self._update_fns: list[Callable] = []
-        self._finish_fns: list[Callable] = []
+        self._update_fns, self._finish_fns = [], []  # see on_update, on_finish
         self._stop, self._done, self._lock = threading.Event(), threading.Event(), threading.Lock()
         self._done.set()
 
@@ -166,9 +165,7 @@ class DashboardModel:
                              tensors=batch_tensors(batch))
             k = first["sizer"](batch)
             samples += k
-            win[0] += 1
-            win[1] += k
-            win[2] += got - (ends[-1] if ends else t0)
+            win = [win[0] + 1, win[1] + k, win[2] + got - (ends[-1] if ends else t0)]
             recv.append(got)
             ends.append(done)
             if done - t0 - win_start >= self.window_s:
@@ -217,9 +214,8 @@ class DashboardModel:
 
     def _point(self, t_s: float, start: float, win: list) -> float:
         span = t_s - start
-        point = {"t_s": t_s, "samples_per_s": rate(win[1], span),
-                 "wait_fraction": wait_fraction(win[2], span)}
-        self.series.append(point)
+        self.series.append({"t_s": t_s, "samples_per_s": rate(win[1], span),
+                            "wait_fraction": wait_fraction(win[2], span)})
         t = time.perf_counter()
         self._call(self._update_fns)
         return time.perf_counter() - t
@@ -326,11 +322,10 @@ class Dashboard:
         history = list(self.model.history)
         faded = {"color": "grey", "alpha": 0.3, "lw": 1}
         for i, series in enumerate(history):
-            current = i == len(history) - 1
             pts = list(series)  # a snapshot: the run's thread may be appending
             for ax, key, color in ((ax1, "samples_per_s", "C0"), (ax2, "wait_fraction", "C3")):
                 ax.plot([p["t_s"] for p in pts], [p[key] for p in pts], marker=".",
-                        **({"color": color, "lw": 2} if current else faded))
+                        **({"color": color, "lw": 2} if i == len(history) - 1 else faded))
         ax1.set(ylabel="samples/s", ylim=(0, None))
         ax2.set(ylabel="data-wait fraction", ylim=(0, 1.05), xlabel="seconds into the run")
         knobs = ", ".join(f"{k}={v}" for k, v in self.model.run_config.items())

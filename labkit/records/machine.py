@@ -19,13 +19,12 @@ import psutil
 from .. import facilities, paths
 from .table import text_table
 
-DEFAULT_NAMES = (
-    "python", "labkit", "torch", "numpy", "webdataset", "datasets", "pyarrow",
-    "albumentations", "opencv-python-headless", "pillow", "ipywidgets", "matplotlib",
-    "jupyterlab", "nbval", "nbclient", "ipykernel", "psutil", "threadpoolctl", "tqdm",
-    "torchdata", "torchvision", "torchcodec", "kornia", "nvidia-dali-cuda120",
-    "nvidia-dali-cuda130", "mosaicml-streaming", "litdata", "ray", "petastorm", "simplejpeg",
-)
+DEFAULT_NAMES = ("python", "labkit", "torch", "numpy", "webdataset", "datasets", "pyarrow",
+                 "albumentations", "opencv-python-headless", "pillow", "ipywidgets", "matplotlib",
+                 "jupyterlab", "nbval", "nbclient", "ipykernel", "psutil", "threadpoolctl", "tqdm",
+                 "torchdata", "torchvision", "torchcodec", "kornia", "nvidia-dali-cuda120",
+                 "nvidia-dali-cuda130", "mosaicml-streaming", "litdata", "ray", "petastorm",
+                 "simplejpeg")
 _KEY_VERSIONS = ("torch", "numpy", "pyarrow", "webdataset", "datasets", "pillow")
 
 

@@ -1,7 +1,6 @@
 """Launch a real multi-process job with torchrun from a notebook, safely (chapters 04, 11).
 
-A timeout kills every process group of the launch: torchrun starts each rank in a session of
-its own, so killing torchrun's group alone left the ranks running (260 s, once, in CI)."""
+A timeout kills every rank's session: killing torchrun's group alone left them running (CI)."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ import psutil
 
 from ..errors import LabkitError
 
-# The guard matters under spawn and forkserver: a DataLoader worker re-imports this script as
-# __mp_main__, and without it every worker would run the job (join the process group) again.
+# The guard: under spawn and forkserver each DataLoader worker re-imports this as __mp_main__.
 _STUB = ('from {module} import main\n\n'
          'if __name__ == "__main__":\n    main()\n')
 

@@ -15,14 +15,14 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
 
 CHUNK = 16 * 1024  # bytes per send: small enough that a bandwidth limit paces smoothly
-
 FAULT_KINDS = ("status", "drop", "stall")
 
 
 @dataclass(frozen=True)
 class Fault:
     """One injected fault (chapter 06b): ``status`` answers ``code``, ``drop`` closes after
-    ``after_bytes``, ``stall`` waits ``stall_s``; on the ``nth`` (from 1) matching requests."""
+    ``after_bytes``, ``stall`` waits ``stall_s``; on requests whose path (no leading ``/``)
+    matches the glob ``path`` and ``method`` (``None``: any), the ``nth`` (from 1; None: all)."""
 
     kind: str
     path: str | None = None

@@ -1,7 +1,6 @@
 """``lk.remote.serve``: a folder over HTTP, or an S3 store, on loopback (chapters 06, 07, 14).
 
-``serve(s3=True)``: moto's S3 server in a child process behind the fault layer, faults in S3's
-dialect (XML errors, ``drop`` resets mid-object); wrong access key ids get 403 (moto allows)."""
+``serve(s3=True)``: moto's S3 server behind the fault layer, which also rejects wrong keys."""
 
 from __future__ import annotations
 
@@ -178,7 +177,6 @@ class ObjectStore(LoopbackService):
                            + (f" (requests {list(f.nth)})" if f.nth else "")
                            for f in self.faults]}
 
-    # --- clients ------------------------------------------------------------------------
     def client(self, *, direct: bool = False, max_pool_connections: int = 16):
         """A boto3 S3 client on the store, botocore's standard retries (5 attempts)."""
         import boto3
@@ -271,7 +269,6 @@ class ObjectStore(LoopbackService):
             counts.append(min(per_shard, len(rows) - start))
         return Shards(bucket, tuple(keys), tuple(nbytes), tuple(counts))
 
-    # --- lifetime -----------------------------------------------------------------------
     def _stop_moto(self) -> None:
         if self._proc.poll() is None:
             with suppress(psutil.NoSuchProcess):
