@@ -43,7 +43,7 @@ def check(name: str):
 
 def status(name: str, **options) -> tuple[bool, str]:
     """``(True, what is here)`` if the library, device or Linux-only facility ``name`` can be
-    used, else ``(False, why not and what to install)``; ``options`` go to the check."""
+    used, else ``(False, why not and what to install)``; an unknown ``name`` raises."""
     if name in facilities.WHY:     # a Linux-only facility (``"fadvise"``, ``"proc"``, ...)
         return (True, f"{name}: here") if facilities.has(name) else (
             False, facilities.why_not(name))

@@ -7,8 +7,8 @@ from .figures import done
 
 def plot_throughput(measurements, baseline: int = 0, title: str | None = None,
                     log: bool | None = None, gb_per_s: bool = False):
-    """Bars of samples/s (median, min-max whiskers) x baseline; ``gb_per_s`` adds a GB/s panel
-    (chapters 02, 12: many tiny samples a second can still be few bytes a second)."""
+    """Bars of samples/s (median, min-max whiskers) x baseline, log past a 50x spread (``log``);
+    ``gb_per_s`` adds GB/s (chapters 02, 12: many tiny samples can be few bytes a second)."""
     import matplotlib.pyplot as plt
 
     ms = list(measurements)
