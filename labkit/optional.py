@@ -1,10 +1,6 @@
 """Optional libraries: is one here, and if not, why and what to install (ch. 02, 03, 09-16).
 
-``lk.status(name)`` returns ``(ok, reason)``. Each check is registered with :func:`check`
-in the module that knows the library (``HOMES`` says which, imported when first asked).
-:func:`library_status` never raises: a wheel built for another torch fails with any
-exception; ``load=False`` only looks, for imports that are slow or not fork-safe (lance).
-"""
+Each check is registered with :func:`check` in the module that knows the library (HOMES)."""
 
 from __future__ import annotations
 
@@ -24,45 +20,30 @@ from . import facilities
 from .errors import LabkitError
 from .facilities import ptrace_scope
 
-#: ``{name: check}``: every check ``status`` can run, filled by :func:`check` at import.
-_CHECKS: dict[str, Callable[..., tuple[bool, str]]] = {}
-
-#: Where each check is registered, imported the first time a chapter asks.
-HOMES = {
-    "gpu_decode": "labkit.images.gpu",
-    "kornia_gpu": "labkit.images.gpu",
-    "dali": "labkit.images.gpu",
+_CHECKS: dict[str, Callable[..., tuple[bool, str]]] = {}  # filled by check() at import
+HOMES = {  # where each check is registered
+    **dict.fromkeys(("gpu_decode", "kornia_gpu", "dali"), "labkit.images.gpu"),
     "torchvision": "labkit.images.augment",
-    "torchcodec": "labkit.media.backends",
-    "ffmpeg": "labkit.media.backends",
-    "pyav": "labkit.media.backends",
-    "spdl": "labkit.media.backends",
-    "media_gpu": "labkit.media.backends",
-    "mosaicml_streaming": "labkit.objstore.systems",
-    "litdata": "labkit.objstore.systems",
-    "ray_data": "labkit.objstore.systems",
+    **dict.fromkeys(("torchcodec", "ffmpeg", "pyav", "spdl", "media_gpu"),
+                    "labkit.media.backends"),
+    **dict.fromkeys(("mosaicml_streaming", "litdata", "ray_data"), "labkit.objstore.systems"),
 }
 
 
 def check(name: str):
-    """Register the decorated function (keyword options only, returns ``(ok, reason)``, never
-    raises) as the check ``lk.status(name)`` runs; it comes back unchanged."""
+    """Register the decorated function (never raising) as the check ``lk.status(name)``."""
     def register(fn: Callable[..., tuple[bool, str]]):
-        old = _CHECKS.get(name)
-        if old is not None and (old.__module__, old.__qualname__) != (fn.__module__,
-                                                                      fn.__qualname__):
-            raise LabkitError(f"two checks named {name!r}: {old.__module__}.{old.__qualname__}"
-                              f" and {fn.__module__}.{fn.__qualname__}")
+        old, new = (f"{f.__module__}.{f.__qualname__}" for f in (_CHECKS.get(name, fn), fn))
+        if old != new:
+            raise LabkitError(f"two checks named {name!r}: {old} and {new}")
         _CHECKS[name] = fn
         return fn
     return register
 
 
 def status(name: str, **options) -> tuple[bool, str]:
-    """``(True, what is here)`` if the optional library, device or Linux-only facility ``name``
-    can be used, else ``(False, why not and what to install)``. ``options`` go to the check
-    (``device="cuda:1"``); an unknown ``name`` raises :class:`~labkit.LabkitError`.
-    """
+    """``(True, what is here)`` if the library, device or Linux-only facility ``name`` can be
+    used, else ``(False, why not and what to install)``; an unknown ``name`` raises."""
     if name in facilities.WHY:     # a Linux-only facility (``"fadvise"``, ``"proc"``, ...)
         return (True, f"{name}: here") if facilities.has(name) else (
             False, facilities.why_not(name))
@@ -78,9 +59,8 @@ def status(name: str, **options) -> tuple[bool, str]:
 def library_status(dist: str, *modules: str, install: str, load: bool = True,
                    label: str | None = None,
                    importer: Callable[[str], object] | None = None) -> tuple[bool, str]:
-    """``(True, "<label> <version>")`` if ``dist`` is here and ``modules`` (default: ``dist``)
-    load with ``importer`` (default ``importlib.import_module``), else ``(False, why; install)``.
-    """
+    """``(True, "<label> <version>")`` if ``dist``'s ``modules`` load, else ``(False, why;
+    install)``, never raising; ``load=False`` only looks (lance is not fork-safe)."""
     label = label or dist
     for mod in modules or (dist,):
         top = mod.partition(".")[0]  # find_spec("a.b") would import a
@@ -101,8 +81,7 @@ def library_status(dist: str, *modules: str, install: str, load: bool = True,
 
 
 def library_version(dist: str, *modules: str) -> str:
-    """``dist``'s version, else that of the distribution named like its top-level module
-    (``tensorflow`` where the ``tensorflow-cpu`` wheel is not the one installed)."""
+    """``dist``'s version, else that of its top-level module's distribution (tensorflow)."""
     for name in (dist, *(m.split(".")[0] for m in modules)):
         try:
             return importlib.metadata.version(name)
@@ -116,28 +95,18 @@ def library_version(dist: str, *modules: str) -> str:
 _FORMATS_EXTRA = 'pip install -e ".[moreformats]"'
 
 
-@check("lance")
-def _lance_status() -> tuple[bool, str]:
-    return library_status("pylance", "lance", label="pylance", load=False,
-                          install=f"{_FORMATS_EXTRA} or pip install pylance")
+def _library_check(name: str, *args, **kwargs) -> None:
+    check(name)(lambda: library_status(*args, **kwargs))
 
 
-@check("array_record")
-def _array_record_status() -> tuple[bool, str]:
-    return library_status("array-record", "array_record.python.array_record_module",
-                          install=f"{_FORMATS_EXTRA} or pip install array-record")
-
-
-@check("safetensors")
-def _safetensors_status() -> tuple[bool, str]:
-    return library_status("safetensors", install="pip install safetensors")
-
-
-@check("tfdata")
-def _tfdata_status() -> tuple[bool, str]:
-    return library_status("tensorflow-cpu", "tensorflow", label="tensorflow", load=False,
-                          install="tf.data is the optional extra: pip install "
-                                  "'labkit[tfdata]' (tensorflow-cpu, ~600 MB)")
+_library_check("lance", "pylance", "lance", label="pylance", load=False,
+               install=f"{_FORMATS_EXTRA} or pip install pylance")
+_library_check("array_record", "array-record", "array_record.python.array_record_module",
+               install=f"{_FORMATS_EXTRA} or pip install array-record")
+_library_check("safetensors", "safetensors", install="pip install safetensors")
+_library_check("tfdata", "tensorflow-cpu", "tensorflow", label="tensorflow", load=False,
+               install="tf.data is the optional extra: pip install "
+                       "'labkit[tfdata]' (tensorflow-cpu, ~600 MB)")
 
 
 # -- chapter 13: py-spy samples a running worker from outside (ptrace); tried once on a child
@@ -145,40 +114,35 @@ def _tfdata_status() -> tuple[bool, str]:
 @check("pyspy")
 @functools.cache
 def _pyspy_status() -> tuple[bool, str]:
-    """``(True, version)`` if py-spy can sample a child process here, else ``(False, why)``."""
     here = Path(sys.executable).parent / "py-spy"  # a venv not activated
     exe = shutil.which("py-spy") or (str(here) if here.exists() else None)
     if exe is None:
-        result = (False, "py-spy is not installed (pip install py-spy)")
-    else:
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-        try:
-            time.sleep(0.3)
-            r = subprocess.run([exe, "dump", "--pid", str(child.pid)], capture_output=True,
-                               text=True, timeout=30)
-            if r.returncode == 0:
-                v = subprocess.run([exe, "--version"], capture_output=True, text=True)
-                result = (True, v.stdout.strip() or "py-spy")
-            else:
-                err = (r.stderr or r.stdout).strip().splitlines()
-                scope = ptrace_scope()
-                hint = f"; ptrace_scope is {scope}" if scope is not None else ""
-                result = (False, f"py-spy may not read other processes here: "
-                                 f"{err[-1] if err else 'exit ' + str(r.returncode)}{hint} "
-                                 "(needs ptrace: ptrace_scope 0, root, or CAP_SYS_PTRACE)")
-        except subprocess.TimeoutExpired:
-            result = (False, "py-spy did not answer within 30 s")
-        finally:
-            child.kill()
-            child.wait()
-    return result
+        return False, "py-spy is not installed (pip install py-spy)"
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.3)
+        r = subprocess.run([exe, "dump", "--pid", str(child.pid)], capture_output=True,
+                           text=True, timeout=30)
+        if r.returncode == 0:
+            v = subprocess.run([exe, "--version"], capture_output=True, text=True)
+            return True, v.stdout.strip() or "py-spy"
+        err = (r.stderr or r.stdout).strip().splitlines()
+        scope = ptrace_scope()
+        hint = f"; ptrace_scope is {scope}" if scope is not None else ""
+        return False, (f"py-spy may not read other processes here: "
+                       f"{err[-1] if err else 'exit ' + str(r.returncode)}{hint} "
+                       "(needs ptrace: ptrace_scope 0, root, or CAP_SYS_PTRACE)")
+    except subprocess.TimeoutExpired:
+        return False, "py-spy did not answer within 30 s"
+    finally:
+        child.kill()
+        child.wait()
 
 
 # -- CUDA (the spine's own check: chapters 09, 10, 13, 16 ask) ---------------------------
 
 @check("cuda")
 def _cuda_status(device: Any = None) -> tuple[bool, str]:
-    """``(True, "...")`` if CUDA work can run here, else ``(False, the reason in words)``."""
     try:
         import torch
     except Exception as e:  # noqa: BLE001 - any import failure means "no CUDA here"

@@ -1,23 +1,12 @@
-"""The one figure scaffold every plot, dashboard and report starts from (every chapter).
-
-:func:`subplots` / :func:`done`: pyplot figures a cell shows once; :func:`agg_figure` /
-:func:`png_bytes`: an Agg ``Figure`` off pyplot's global state (other threads, PNG files).
-"""
+"""The one figure scaffold every plot, dashboard and report starts from (every chapter)."""
 
 from __future__ import annotations
 
 import io
 
 
-def subplots(*args, **kwargs):
-    """A new pyplot figure and its axes (``plt.subplots``); finish it with :func:`done`."""
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(*args, **kwargs)
-
-
 def done(fig):
-    """Lay the figure out (``tight_layout``), close it, return it."""
+    """Lay the pyplot figure out, close it (so a notebook shows it once), return it."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()

@@ -1,9 +1,6 @@
 """The live throughput dashboard: pick knobs, press Run, watch samples/s (chapter 01 on).
 
-:class:`DashboardModel` holds the logic in plain Python (tests and headless notebooks drive
-it); :class:`Dashboard` wires ipywidgets to it. A run is timed by the meter's loop and is a
-one-pass ``Measurement`` (:class:`DashboardRun`).
-"""
+``DashboardModel`` is the logic (tests, headless notebooks), ``Dashboard`` its widgets."""
 
 from __future__ import annotations
 
@@ -28,11 +25,6 @@ DEFAULT_KNOBS: dict[str, list] = {"num_workers": [0, 1, 2, 4], "batch_size": [16
                                   "prefetch_factor": [2, 4], "pin_memory": [False, True]}
 
 
-def _allowed(value: Any, options: list) -> bool:
-    # True == 1 in Python, so a bool must not pass for num_workers=1 (nor 1 for True).
-    return any(value == o and isinstance(value, bool) == isinstance(o, bool) for o in options)
-
-
 @dataclass(repr=False)
 class DashboardRun(Measurement):
     """A one-pass :class:`Measurement`, its ``run`` number and ``status`` (done, stopped, error)."""
@@ -47,19 +39,15 @@ class DashboardRun(Measurement):
 
 
 class DashboardModel:
-    """One pass over ``make_loader(config)`` per run, timing data-wait in windows: ``state``,
-    ``series`` (the current run's windows), ``history`` and ``runs`` (one per past run)."""
+    """One pass over ``make_loader(config)`` per run, timed in windows of ``window_s``."""
 
     def __init__(self, make_loader: Callable[[dict], Iterable],
                  step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
                  max_batches: int | None = None, max_seconds: float | None = None,
-                 window_s: float = 0.25,
-                 epochs: int | None = 1):
+                 window_s: float = 0.25, epochs: int | None = 1):
         if epochs is None and max_seconds is None and max_batches is None:
             raise ValueError("epochs=None runs until stopped: give max_seconds or max_batches")
-        self.epochs = epochs
-        self.make_loader = make_loader
-        self.step = step
+        self.epochs, self.make_loader, self.step = epochs, make_loader, step
         self.knobs = {k: list(v) for k, v in (knobs or DEFAULT_KNOBS).items()}
         for name, options in self.knobs.items():
             if not options:
@@ -71,13 +59,9 @@ class DashboardModel:
         self.series: list[dict] = []
         self.history: list[list[dict]] = []  # series of every run, aligned with ``runs``
         self.runs: list[DashboardRun] = []
-        self._update_fns: list[Callable] = []
-        self._finish_fns: list[Callable] = []
-        self._stop = threading.Event()
-        self._done = threading.Event()
+        self._update_fns, self._finish_fns = [], []  # see on_update, on_finish
+        self._stop, self._done, self._lock = threading.Event(), threading.Event(), threading.Lock()
         self._done.set()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
 
     def set(self, name: str, value: Any) -> None:
         """Set knob ``name`` to ``value``; raise ValueError unless it is an allowed value."""
@@ -87,7 +71,9 @@ class DashboardModel:
     def _check(self, name: str, value: Any) -> None:
         if name not in self.knobs:
             raise ValueError(f"unknown knob {name!r}; the knobs are {sorted(self.knobs)}")
-        if not _allowed(value, self.knobs[name]):
+        # True == 1 in Python, so a bool must not pass for num_workers=1 (nor 1 for True).
+        if not any(value == o and isinstance(value, bool) == isinstance(o, bool)
+                   for o in self.knobs[name]):
             raise ValueError(f"knob {name!r} cannot be {value!r}; allowed: {self.knobs[name]}")
 
     def on_update(self, fn: Callable[[DashboardModel], Any]) -> None:
@@ -106,9 +92,8 @@ class DashboardModel:
         """Start one pass in a background thread; returns at once (see :meth:`wait`)."""
         n = self._begin(config)
         # A daemon thread, so a loader stuck without timeout= cannot keep the kernel from exiting.
-        self._thread = threading.Thread(target=self._loop, args=(n,), daemon=True,
-                                        name=f"labkit-dashboard-run{n}")
-        self._thread.start()
+        threading.Thread(target=self._loop, args=(n,), daemon=True,
+                         name=f"labkit-dashboard-run{n}").start()
 
     def run(self, config: dict | None = None) -> DashboardRun:
         """Run one pass in this thread (headless notebooks, tests) and return its result."""
@@ -180,9 +165,7 @@ class DashboardModel:
                              tensors=batch_tensors(batch))
             k = first["sizer"](batch)
             samples += k
-            win[0] += 1
-            win[1] += k
-            win[2] += got - (ends[-1] if ends else t0)
+            win = [win[0] + 1, win[1] + k, win[2] + got - (ends[-1] if ends else t0)]
             recv.append(got)
             ends.append(done)
             if done - t0 - win_start >= self.window_s:
@@ -230,27 +213,23 @@ class DashboardModel:
         return result
 
     def _point(self, t_s: float, start: float, win: list) -> float:
-        """Append a window's point, run the update callbacks, return the seconds they took."""
         span = t_s - start
-        point = {"t_s": t_s, "samples_per_s": rate(win[1], span),
-                 "wait_fraction": wait_fraction(win[2], span)}
-        self.series.append(point)
+        self.series.append({"t_s": t_s, "samples_per_s": rate(win[1], span),
+                            "wait_fraction": wait_fraction(win[2], span)})
         t = time.perf_counter()
         self._call(self._update_fns)
         return time.perf_counter() - t
 
 
 class Dashboard:
-    """Widgets around a :class:`DashboardModel`: knobs, Run/Stop, live plot, table (chapter
-    01); end a cell with it to show it, or call :meth:`run_sync` headless."""
+    """Knobs, Run/Stop, live plot and table around a :class:`DashboardModel` (chapter 01)."""
 
     min_render_s = 0.25  # at most ~4 PNG renders a second: each costs tens of ms of CPU
 
     def __init__(self, make_loader: Callable[[dict], Iterable],
                  step: Callable[[Any], Any] | None = None, knobs: dict[str, list] | None = None,
                  max_batches: int | None = None, max_seconds: float | None = None,
-                 title: str = "Throughput",
-                 epochs: int | None = 1):
+                 title: str = "Throughput", epochs: int | None = 1):
         # Imported here so that `import labkit` stays fast and the model works without widgets.
         import ipywidgets as w
 
@@ -270,15 +249,12 @@ class Dashboard:
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop",
                                     disabled=True)
         self.run_button.on_click(self._on_run)
-        self.stop_button.on_click(lambda _: self._on_stop())
-        self.status = w.Label(value="idle")
-        self.plot = w.Image(format="png")
-        self.table = w.HTML()
+        self.stop_button.on_click(self._on_stop)
+        self.status, self.plot, self.table = w.Label(value="idle"), w.Image(format="png"), w.HTML()
         self.widget = w.VBox([  # what the notebook shows
             w.HBox(list(self.controls.values()), layout=w.Layout(flex_flow="row wrap")),
             w.HBox([self.run_button, self.stop_button, self.status]), self.plot, self.table])
-        self._last_render = 0.0
-        self._render_lock = threading.Lock()
+        self._last_render, self._render_lock = 0.0, threading.Lock()
         self.model.on_update(self._on_update)
         self.model.on_finish(self._on_finish)
         self.render()
@@ -287,8 +263,7 @@ class Dashboard:
         return self.widget._repr_mimebundle_(**kwargs)
 
     def run_sync(self, **overrides: Any) -> DashboardRun:
-        """Set the given knobs, run in this thread, refresh, return the :class:`DashboardRun`;
-        a failed run raises, so a broken chapter fails its cell in CI."""
+        """Set the knobs, run in this thread; a failed run raises (a broken chapter fails CI)."""
         if self.model.running:
             raise LabkitError("a run is in progress; press Stop (or wait) before run_sync()")
         for name, value in overrides.items():
@@ -308,7 +283,7 @@ class Dashboard:
             self._set_running(False)
             self.status.value = f"cannot start: {e}"
 
-    def _on_stop(self) -> None:
+    def _on_stop(self, _button: Any = None) -> None:
         self.model.stop()
         self.status.value = "stopping after the batch in flight..."
 
@@ -347,18 +322,12 @@ class Dashboard:
         history = list(self.model.history)
         faded = {"color": "grey", "alpha": 0.3, "lw": 1}
         for i, series in enumerate(history):
-            current = i == len(history) - 1
             pts = list(series)  # a snapshot: the run's thread may be appending
-            t = [p["t_s"] for p in pts]
-            ax1.plot(t, [p["samples_per_s"] for p in pts], marker=".",
-                     **({"color": "C0", "lw": 2} if current else faded))
-            ax2.plot(t, [p["wait_fraction"] for p in pts], marker=".",
-                     **({"color": "C3", "lw": 2} if current else faded))
-        ax1.set_ylabel("samples/s")
-        ax1.set_ylim(bottom=0)
-        ax2.set_ylabel("data-wait fraction")
-        ax2.set_ylim(0, 1.05)
-        ax2.set_xlabel("seconds into the run")
+            for ax, key, color in ((ax1, "samples_per_s", "C0"), (ax2, "wait_fraction", "C3")):
+                ax.plot([p["t_s"] for p in pts], [p[key] for p in pts], marker=".",
+                        **({"color": color, "lw": 2} if i == len(history) - 1 else faded))
+        ax1.set(ylabel="samples/s", ylim=(0, None))
+        ax2.set(ylabel="data-wait fraction", ylim=(0, 1.05), xlabel="seconds into the run")
         knobs = ", ".join(f"{k}={v}" for k, v in self.model.run_config.items())
         fig.suptitle(f"{self.title}: run {len(history)} ({knobs})" if history else self.title)
         fig.tight_layout()
@@ -381,11 +350,9 @@ class Dashboard:
 
         rows = []
         for r in reversed(runs):
-            row = {"run": r.run, **r.config, "batches": r.batches, "samples": r.samples,
-                   "seconds": r.passes[0].epoch_s, "samples_per_s": r.samples_per_s,
-                   "wait_fraction": r.wait_fraction, "first_batch_s": r.first_batch_s,
-                   "status": r.status}
+            row = {**r.config, "seconds": r.passes[0].epoch_s}  # the rest are r's attributes
             bold = ' style="font-weight:bold"' if r is best else ""
-            rows.append(f"<tr{bold}>" + "".join(cell(row.get(c, "")) for c in cols) + "</tr>")
+            rows.append(f"<tr{bold}>" + "".join(cell(row[c] if c in row else getattr(r, c, ""))
+                                                for c in cols) + "</tr>")
         head = "".join(f"<th>{c}</th>" for c in cols)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"

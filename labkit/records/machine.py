@@ -1,8 +1,6 @@
 """What machine and which versions a measurement ran on, as a JSON-ready dict (ch. 00, 16).
 
-Every checkpoint record embeds it, so two machines' records compare knowing why they differ.
-A probe that fails reports its error instead of breaking the chapter.
-"""
+Every checkpoint record embeds it; a probe that fails reports its error, never raises."""
 
 from __future__ import annotations
 
@@ -21,19 +19,17 @@ import psutil
 from .. import facilities, paths
 from .table import text_table
 
-DEFAULT_NAMES = (
-    "python", "labkit", "torch", "numpy", "webdataset", "datasets", "pyarrow",
-    "albumentations", "opencv-python-headless", "pillow", "ipywidgets", "matplotlib",
-    "jupyterlab", "nbval", "nbclient", "ipykernel", "psutil", "threadpoolctl", "tqdm",
-    "torchdata", "torchvision", "torchcodec", "kornia", "nvidia-dali-cuda120",
-    "nvidia-dali-cuda130", "mosaicml-streaming", "litdata", "ray", "petastorm", "simplejpeg",
-)
+DEFAULT_NAMES = ("python", "labkit", "torch", "numpy", "webdataset", "datasets", "pyarrow",
+                 "albumentations", "opencv-python-headless", "pillow", "ipywidgets", "matplotlib",
+                 "jupyterlab", "nbval", "nbclient", "ipykernel", "psutil", "threadpoolctl", "tqdm",
+                 "torchdata", "torchvision", "torchcodec", "kornia", "nvidia-dali-cuda120",
+                 "nvidia-dali-cuda130", "mosaicml-streaming", "litdata", "ray", "petastorm",
+                 "simplejpeg")
 _KEY_VERSIONS = ("torch", "numpy", "pyarrow", "webdataset", "datasets", "pillow")
 
 
 def _pyproject_version() -> str | None:
-    # A plain checkout run without `pip install -e .` has no metadata; the version still
-    # lives in pyproject.toml, read as text so nothing is imported.
+    # A checkout without `pip install -e .` has no metadata; pyproject.toml has the version.
     try:
         import tomllib
 
@@ -44,8 +40,7 @@ def _pyproject_version() -> str | None:
 
 
 def versions(names=None) -> dict[str, str | None]:
-    """Installed versions from package metadata (None when absent; ``python`` the
-    interpreter's), never imported (chapter 00)."""
+    """Installed versions from package metadata, never imported (None when absent)."""
     out: dict[str, str | None] = {}
     for name in DEFAULT_NAMES if names is None else names:
         if name == "python":
@@ -73,17 +68,13 @@ def _cpu() -> dict:
     model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")),
                  None)
     affinity = sorted(os.sched_getaffinity(0)) if facilities.has("affinity") else None
-    return {
-        "model": model or platform.processor() or platform.machine() or None,
-        "logical_cores": psutil.cpu_count(logical=True),
-        "physical_cores": psutil.cpu_count(logical=False),
-        "affinity": affinity,
-    }
+    return {"model": model or platform.processor() or platform.machine() or None,
+            "logical_cores": psutil.cpu_count(logical=True),
+            "physical_cores": psutil.cpu_count(logical=False), "affinity": affinity}
 
 
 def threadpools() -> list[dict]:
-    # threadpoolctl inspects shared libraries already mapped into the process, so this
-    # reports the pools the caller loaded (numpy's BLAS, torch's OpenMP) without importing.
+    # threadpoolctl inspects the libraries already mapped: the pools loaded, none imported.
     from threadpoolctl import threadpool_info
 
     keys = ("user_api", "internal_api", "num_threads", "version")
@@ -91,20 +82,17 @@ def threadpools() -> list[dict]:
 
 
 def _data(data_path) -> dict:
-    path = Path(data_path if data_path is not None else paths.data_dir()).expanduser()
-    path = path.resolve()
-    existing = path
+    path = Path(data_path if data_path is not None else paths.data_dir())
+    path = existing = path.expanduser().resolve()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     part = max((p for p in psutil.disk_partitions(all=True)
                 if existing.is_relative_to(p.mountpoint)),
                key=lambda p: len(p.mountpoint), default=None)
     usage = psutil.disk_usage(str(existing))
-    return {
-        "path": str(path), "existing": str(existing), "filesystem": part and part.fstype,
-        "mount_point": part and part.mountpoint, "free_bytes": usage.free,
-        "total_bytes": usage.total,
-    }
+    return {"path": str(path), "existing": str(existing), "filesystem": part and part.fstype,
+            "mount_point": part and part.mountpoint, "free_bytes": usage.free,
+            "total_bytes": usage.total}
 
 
 def _nvidia_smi() -> tuple[list[dict], str | None, str]:
@@ -115,10 +103,8 @@ def _nvidia_smi() -> tuple[list[dict], str | None, str]:
     for fields in ("name,driver_version,memory.total,compute_cap",
                    "name,driver_version,memory.total"):
         try:
-            out = subprocess.run(
-                [exe, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
-                capture_output=True, text=True, timeout=5, check=True,
-            ).stdout
+            out = subprocess.run([exe, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=5, check=True).stdout
             break
         except (OSError, subprocess.SubprocessError) as exc:
             # Its own message ("couldn't communicate with the driver") says what to fix.
@@ -135,7 +121,6 @@ def _nvidia_smi() -> tuple[list[dict], str | None, str]:
 
 
 def _torch_cuda() -> tuple[list[dict], str | None, str]:
-    # Importing torch only when it is installed; find_spec itself imports nothing.
     if importlib.util.find_spec("torch") is None:
         return [], None, "torch is not installed"
     import torch
@@ -143,12 +128,9 @@ def _torch_cuda() -> tuple[list[dict], str | None, str]:
     if not torch.cuda.is_available():
         build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU build"
         return [], None, f"torch.cuda.is_available() is False ({build} {torch.__version__})"
-    devices = []
-    for i in range(torch.cuda.device_count()):
-        p = torch.cuda.get_device_properties(i)
-        devices.append({"name": p.name, "memory_bytes": p.total_memory,
-                        "capability": f"{p.major}.{p.minor}"})
-    return devices, torch.version.cuda, ""
+    props = map(torch.cuda.get_device_properties, range(torch.cuda.device_count()))
+    return [{"name": p.name, "memory_bytes": p.total_memory, "capability": f"{p.major}.{p.minor}"}
+            for p in props], torch.version.cuda, ""
 
 
 def _probe(probe) -> tuple[list[dict], str | None, str]:
@@ -180,11 +162,10 @@ def _torch() -> dict:
 
 
 def environment(data_path=None) -> dict:
-    """Hardware, OS, thread pools, data location (``data_path``, default the fixture cache;
-    its nearest existing parent is measured), GPU and versions as a JSON-ready dict."""
+    """Hardware, OS, thread pools, data location, GPU and versions as a JSON-ready dict."""
     mem = psutil.virtual_memory()
     libc = " ".join(platform.libc_ver()).strip() or None
-    env = {
+    return {
         "hostname": socket.gethostname(),
         "python": {"version": platform.python_version(),
                    "implementation": platform.python_implementation()},
@@ -194,12 +175,9 @@ def environment(data_path=None) -> dict:
         "memory": {"total_bytes": mem.total, "available_bytes": mem.available},
         # Before the GPU probe, which may import torch and load its OpenMP runtime.
         "threadpools": _safe(threadpools),
+        "data": _safe(_data, data_path), "gpu": _safe(_gpu), "torch": _safe(_torch),
+        "versions": versions(),
     }
-    env["data"] = _safe(_data, data_path)
-    env["gpu"] = _safe(_gpu)
-    env["torch"] = _safe(_torch)
-    env["versions"] = versions()
-    return env
 
 
 def human_bytes(n) -> str:
@@ -210,7 +188,6 @@ def human_bytes(n) -> str:
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    return "?"
 
 
 def gpu_line(gpu: dict) -> str:

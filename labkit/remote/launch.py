@@ -1,10 +1,6 @@
 """Launch a real multi-process job with torchrun from a notebook, safely (chapters 04, 11).
 
-:func:`torchrun` runs a job module's ``main()`` on N gloo ranks on 127.0.0.1, gathers what
-each rank wrote as JSON, and on its wall-clock ``timeout`` kills every process group of the
-launch: torchrun starts each rank in a session of its own, so killing torchrun's group alone
-left the ranks running (260 s after a 1 s timeout, once, in CI).
-"""
+A timeout kills every rank's session: killing torchrun's group alone left them running (CI)."""
 
 from __future__ import annotations
 
@@ -12,7 +8,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -26,22 +21,18 @@ import psutil
 
 from ..errors import LabkitError
 
-# The guard matters under spawn and forkserver: a DataLoader worker re-imports this script as
-# __mp_main__, and without it every worker would run the job (join the process group) again.
+# The guard: under spawn and forkserver each DataLoader worker re-imports this as __mp_main__.
 _STUB = ('from {module} import main\n\n'
          'if __name__ == "__main__":\n    main()\n')
 
 
 def _kill_tree(pid: int) -> None:
-    """SIGKILL every process group in the tree under ``pid``, ``pid``'s own first."""
     groups = [pid]
-    try:
+    with contextlib.suppress(psutil.Error):
         for child in psutil.Process(pid).children(recursive=True):
             with contextlib.suppress(OSError):
                 if (group := os.getpgid(child.pid)) not in groups:
                     groups.append(group)
-    except psutil.Error:
-        pass
     for group in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGKILL)
@@ -79,17 +70,13 @@ def free_port() -> int:
 
 def torchrun(job: str, *, module: str, nproc: int = 2, timeout: float = 120.0,
              **params) -> TorchrunResult:
-    """Run ``main()`` of ``module`` (a chapter's ``%%writefile`` job, on ``sys.path`` here and
-    so in the ranks too) on ``nproc`` ranks with torchrun; its config: ``{"job": job, "out":
-    folder for rank{r}.json, **params}`` (JSON-able). Past ``timeout`` s every process is
-    killed."""
+    """``main()`` of ``module`` on ``nproc`` ranks, given ``{"job", "out": folder, **params}``."""
     if importlib.util.find_spec(module) is None:
         raise LabkitError(f"torchrun: no module {module!r} on sys.path (write the job first)")
-    tmp = Path(tempfile.mkdtemp(prefix="labkit-torchrun-"))
-    try:
+    with tempfile.TemporaryDirectory(prefix="labkit-torchrun-", ignore_cleanup_errors=True) as d:
+        tmp = Path(d)
         (tmp / "job.py").write_text(_STUB.format(module=module))
-        config = {"job": job, "out": str(tmp), **params}
-        (tmp / "config.json").write_text(json.dumps(config))
+        (tmp / "config.json").write_text(json.dumps({"job": job, "out": str(tmp), **params}))
         # --log-dir: without it torchrun makes a torchelastic_* folder in /tmp and leaves it
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
                "--nnodes=1", "--master-addr=127.0.0.1", f"--master-port={free_port()}",
@@ -116,8 +103,6 @@ def torchrun(job: str, *, module: str, nproc: int = 2, timeout: float = 120.0,
                  for p in sorted(tmp.glob("rank*.json"), key=lambda p: int(p.stem[4:]))]
         result = TorchrunResult(proc.returncode, ranks, out, time.perf_counter() - t0,
                                 timed_out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     failed = [r["traceback"] for r in result.ranks if "traceback" in r]
     if failed:
         raise LabkitError(f"torchrun job {job!r} failed on {len(failed)} rank(s), the first:\n"

@@ -1,11 +1,6 @@
-"""Cleaning up after MosaicML Streaming, LitData and Ray (chapter 14b).
+"""Cleaning up after MosaicML Streaming, LitData and Ray (chapter 14b, ``ObjectStore.cleanup``).
 
-Each library is used as its docs say; what it leaves behind or changes is removed or put
-back here, for 14b's runs (``ObjectStore.cleanup``, :mod:`.stores`), so a kernel or a test
-session ends as it began: Mosaic's shared memory and lock files (:class:`MosaicShm`), LitData's
-staging folders, start method and SIGINT handler (:func:`litdata_contained`), the processes
-of a Ray start that failed (:func:`start_ray`).
-"""
+Each library is used as its docs say; what it leaves behind or changes is undone here."""
 
 from __future__ import annotations
 
@@ -24,8 +19,7 @@ from ..loading.processes import stop_processes
 
 @contextmanager
 def scoped(mapping, values: dict):
-    """``mapping`` (``os.environ``, ``sys.modules``) with ``values`` set inside the block,
-    as it was after it."""
+    """``mapping`` (``os.environ``, ``sys.modules``) with ``values`` set inside the block."""
     old = {k: mapping.get(k) for k in values}
     mapping.update(values)
     try:
@@ -39,15 +33,9 @@ def scoped(mapping, values: dict):
 
 
 class MosaicShm:
-    """The shared-memory blocks and lock files of the MosaicML Streaming datasets passed to
-    :meth:`track`, removed by :meth:`release`.
-
-    Mosaic unlinks its blocks only at interpreter exit and never removes its two lock files
-    per prefix (``000003_barrier_filelock``, ``000003_cache_filelock`` in the temp folder),
-    and the next run skips a prefix whose lock file exists: /dev/shm and /tmp would grow with
-    every run. A dataset's prefix is the one whose ``_locals`` block names its folder, so
-    another process's Mosaic run at the same moment keeps its own.
-    """
+    """The shared memory and lock files of the Mosaic datasets given to :meth:`track`, removed
+    by :meth:`release` (Mosaic unlinks its blocks only at exit, its lock files never), only
+    those of a prefix whose ``_locals`` block names a tracked folder."""
 
     _SHM = Path("/dev/shm")
     _LOCKS = ("barrier_filelock", "cache_filelock")
@@ -73,8 +61,7 @@ class MosaicShm:
         for prefix in self.prefixes:
             for block in self._SHM.glob(f"{prefix}_*"):
                 block.unlink(missing_ok=True)
-                # it was registered when Mosaic made it; unregistered, the tracker does not
-                # unlink it again at exit and warn that it is gone
+                # registered by Mosaic: else the tracker unlinks it again at exit, and warns
                 resource_tracker.unregister(f"/{block.name}", "shared_memory")
             for lock in self._LOCKS:
                 Path(tempfile.gettempdir(), f"{prefix}_{lock}").unlink(missing_ok=True)
@@ -83,17 +70,8 @@ class MosaicShm:
 
 @contextmanager
 def litdata_contained():
-    """``litdata.optimize`` inside the block leaves nothing else changed.
-
-    Left to itself, optimize() prints a progress log, sets the process-wide start method to
-    spawn for good (every later DataLoader in the kernel would spawn its workers), installs a
-    SIGINT handler for good (a later Ctrl-C or Jupyter interrupt then ends the whole process
-    with exit status 0 instead of raising KeyboardInterrupt), and stages its work in
-    ``<temp>/chunks`` and ``<temp>/data``, two folders it leaves behind; here the log is kept
-    quiet, the start method and the SIGINT handler put back and the staging folders (its
-    ``DATA_OPTIMIZER_CACHE_FOLDER`` and ``DATA_OPTIMIZER_DATA_CACHE_FOLDER``) made in a
-    temporary folder that goes after the block.
-    """
+    """``litdata.optimize`` in the block changes nothing else: its log quiet, the start method
+    (spawn for good) and SIGINT handler put back, its staging folders in a temporary one."""
     method = multiprocessing.get_start_method(allow_none=True)
     on_interrupt = signal.getsignal(signal.SIGINT)
     with tempfile.TemporaryDirectory(prefix="labkit-litdata-") as stage, \
@@ -110,14 +88,8 @@ def litdata_contained():
 
 
 def start_ray(ray, num_cpus: int, tries: int = 2) -> None:
-    """``ray.init`` for one local node, tried again once if the node is slow to register
-    (``ObjectStore.cleanup("ray")`` starts Ray this way).
-
-    Ray waits a fixed 30 s for its raylet to register with its GCS; on a 2-core machine
-    under load that start-up alone can take longer. A failed start is shut down (its
-    processes stopped: Ray forgets a node whose start failed, so ``ray.shutdown`` would not)
-    before the next try, and the last failure is raised.
-    """
+    """``ray.init`` for one node, tried again if its fixed 30 s start-up timed out (a loaded
+    2-core machine); a failed start's processes stopped (``ray.shutdown`` forgets them)."""
     import psutil
 
     me = psutil.Process()

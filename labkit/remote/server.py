@@ -1,11 +1,6 @@
 """A loopback HTTP server over a folder: a remote store taught offline (chapters 06, 07, 14).
 
-:class:`Server` serves one folder on ``127.0.0.1`` with ``GET``/``HEAD`` and single byte
-ranges, slowed down (``latency_s``, ``bandwidth``) and with deterministic :class:`Fault` s,
-and logs every request so a chapter can show what its reader did. :class:`LoopbackService`
-and :class:`LoopbackHandler` are what it shares with the S3 store's fault layer
-(:mod:`.stores`, where ``lk.remote.serve`` starts either).
-"""
+GET/HEAD, single byte ranges, latency, bandwidth, faults, a request log; .stores reuses it."""
 
 from __future__ import annotations
 
@@ -19,21 +14,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
 
-#: Bytes written per ``send``: small enough that a bandwidth limit paces smoothly.
-CHUNK = 16 * 1024
-
+CHUNK = 16 * 1024  # bytes per send: small enough that a bandwidth limit paces smoothly
 FAULT_KINDS = ("status", "drop", "stall")
 
 
 @dataclass(frozen=True)
 class Fault:
-    """One injected fault, applied to the requests it matches (chapter 06b).
-
-    ``kind``: ``"status"`` (answer ``code``, no body), ``"drop"`` (close after ``after_bytes``
-    of the body) or ``"stall"`` (send nothing for ``stall_s``, then close). ``path`` is a glob
-    of the path without its ``/`` and ``method`` a method (``None``: any); ``nth``: which
-    matching requests fail, counting from 1 (``None``: all of them).
-    """
+    """One injected fault (chapter 06b): ``status`` answers ``code``, ``drop`` closes after
+    ``after_bytes``, ``stall`` waits ``stall_s``; on requests whose path (no leading ``/``)
+    matches the glob ``path`` and ``method`` (``None``: any), the ``nth`` (from 1; None: all)."""
 
     kind: str
     path: str | None = None
@@ -79,8 +68,7 @@ _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
 def parse_range(header: str | None, size: int) -> tuple[int, int] | None | str:
-    """``(start, stop)`` (stop exclusive) for one ``bytes=`` range, ``None`` for no/ignored
-    header, ``"unsatisfiable"`` for a range outside the file (answered 416)."""
+    """``(start, stop)`` for one ``bytes=`` range, ``None`` (ignored) or ``"unsatisfiable"``."""
     m = _RANGE.match(header.strip()) if header else None
     if not m or (not m.group(1) and not m.group(2)):
         return None  # multi-range or malformed: RFC 9110 lets a server ignore it (send 200)
@@ -92,17 +80,17 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None | str:
     return "unsatisfiable" if start >= size or stop <= start else (start, stop)
 
 
-def check_pace(latency_s: float, bandwidth: float | None) -> None:
-    """A ValueError naming the setting for a negative latency or a bandwidth <= 0."""
+def check_pace(latency_s: float, bandwidth: float | None) -> tuple[float, float | None]:
+    """``(latency_s, bandwidth)``, or a ValueError for a latency < 0 or a bandwidth <= 0."""
     if latency_s < 0:
         raise ValueError(f"latency_s={latency_s} must be >= 0")
     if bandwidth is not None and bandwidth <= 0:
         raise ValueError(f"bandwidth={bandwidth} must be > 0 bytes/s (or None)")
+    return float(latency_s), bandwidth
 
 
 class LoopbackService:
-    """A thread serving 127.0.0.1 on a free port, its faults and request log (the file server,
-    the S3 fault layer); ``latency_s`` and ``bandwidth`` may change while it runs."""
+    """A thread serving 127.0.0.1 on a free port, its faults and request log."""
 
     def _start(self, handler: type, faults, name: str) -> None:
         self._log: list[Request] = []
@@ -126,7 +114,6 @@ class LoopbackService:
             self.faults, self._matched = faults, [0] * len(faults)
 
     def _next(self, path: str, method: str) -> tuple[int, Fault | None]:
-        """Number this request and pick the first fault that applies (deterministic)."""
         with self._lock:
             self._count += 1
             self._in_flight += 1
@@ -152,7 +139,6 @@ class LoopbackService:
             return sorted(self._log, key=lambda r: r.n)
 
     def _wait(self, seconds: float) -> bool:
-        """Sleep unless the service stops first; False if it stopped."""
         return not self._stopping.wait(seconds) if seconds > 0 else True
 
     def stop(self) -> None:
@@ -180,9 +166,7 @@ class _HTTPServer(ThreadingHTTPServer):
 
 
 class LoopbackHandler(BaseHTTPRequestHandler):
-    """A request to a :class:`LoopbackService` (its ``service``): numbered, delayed by its
-    latency, met by a stall or status fault, else answered by ``respond(path, body, fault)``
-    (``(status, bytes sent)``); logged however it ends."""
+    """A request: delayed, faulted or ``respond(path, body, fault)`` -> (status, sent), logged."""
 
     protocol_version = "HTTP/1.1"
     timeout = 30.0  # an idle keep-alive client cannot hold a thread forever
@@ -229,20 +213,18 @@ class LoopbackHandler(BaseHTTPRequestHandler):
         return status
 
     def paced_copy(self, read, limit: int | None = None) -> int:
-        """``read(n)`` chunks to the client at the service's bandwidth, up to ``limit`` bytes;
-        the connection closes after an answer cut short. Returns the bytes sent."""
+        """``read(n)`` chunks at the service's bandwidth, up to ``limit``: the bytes sent."""
         sent, t0, bandwidth = 0, time.perf_counter(), self.service.bandwidth
         while limit is None or sent < limit:
             chunk = read(CHUNK if limit is None else min(CHUNK, limit - sent))
             if not chunk:
                 break
             due = (sent + len(chunk)) / bandwidth - (time.perf_counter() - t0) if bandwidth else 0
-            if not self.service._wait(due):
-                self.close_connection = True
-                return sent
             try:
+                if not self.service._wait(due):
+                    raise OSError("stopped")
                 self.wfile.write(chunk)
-            except OSError:  # the client hung up
+            except OSError:  # stopped, or the client hung up
                 self.close_connection = True
                 return sent
             sent += len(chunk)
@@ -294,16 +276,13 @@ class _FileHandler(LoopbackHandler):
 
 
 class Server(LoopbackService):
-    """A running loopback server over a folder (``lk.remote.serve(folder)``): ``url``,
-    ``log``, ``urls(pattern)``."""
+    """A running loopback server over a folder (``lk.remote.serve(folder)``)."""
 
-    def __init__(self, folder, latency_s: float = 0.0, bandwidth: float | None = None,
-                 faults=()):
+    def __init__(self, folder, latency_s: float = 0.0, bandwidth: float | None = None, faults=()):
         self.folder = Path(getattr(folder, "path", folder)).resolve()
         if not self.folder.is_dir():
             raise FileNotFoundError(f"{self.folder}: no such folder to serve")
-        check_pace(latency_s, bandwidth)
-        self.latency_s, self.bandwidth = float(latency_s), bandwidth
+        self.latency_s, self.bandwidth = check_pace(latency_s, bandwidth)
         self._start(_FileHandler, faults, "lk.remote.serve")
 
     def url_for(self, name) -> str:

@@ -1,11 +1,6 @@
 """``lk.remote.serve``: a folder over HTTP, or an S3 store, on loopback (chapters 06, 07, 14).
 
-``serve(s3=True)`` starts moto's S3 server (buckets, ``ListObjectsV2``, range GETs,
-multipart) in a child process on ``127.0.0.1`` behind the folder server's fault layer, with
-its faults in S3's dialect: a ``status`` fault answers S3's XML error naming bucket and key,
-``drop`` resets the connection mid-object. The layer also checks the access key id (moto
-does not): wrong credentials get 403 ``InvalidAccessKeyId``.
-"""
+``serve(s3=True)``: moto's S3 server behind the fault layer, which also rejects wrong keys."""
 
 from __future__ import annotations
 
@@ -21,18 +16,18 @@ import tarfile
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NamedTuple
+
+import psutil
 
 from ..loading.processes import stop_processes
 from .launch import free_port
 from .leftovers import MosaicShm, litdata_contained, scoped, start_ray
 from .server import LoopbackHandler, LoopbackService, Server, check_pace
 
-ACCESS_KEY = "labkit"
-SECRET_KEY = "labkit-secret"
-REGION = "us-east-1"
+ACCESS_KEY, SECRET_KEY, REGION = "labkit", "labkit-secret", "us-east-1"
 
 _S3_CODES = {503: "SlowDown", 500: "InternalError", 403: "AccessDenied", 404: "NoSuchKey",
              429: "SlowDown"}
@@ -66,8 +61,7 @@ class _S3Handler(LoopbackHandler):
 
     def setup(self):
         super().setup()
-        # headers and body leave in separate writes: without NODELAY, Nagle's algorithm
-        # and the client's delayed ACK add ~40 ms to every answer
+        # headers, body in separate writes: Nagle + delayed ACK would add ~40 ms an answer
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     do_PUT = do_POST = do_DELETE = LoopbackHandler.do_GET
@@ -120,22 +114,18 @@ class _S3Handler(LoopbackHandler):
         if drop:
             resp.read()  # drain the upstream answer so its connection can be reused
             self.close_connection = True
-            try:  # close with a TCP RST (SO_LINGER 0): a connection reset mid-object
+            with suppress(OSError):  # close with a TCP RST (SO_LINGER 0): reset mid-object
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                            struct.pack("ii", 1, 0))
-            except OSError:
-                pass
         return resp.status, sent
 
 
 class ObjectStore(LoopbackService):
-    """A running loopback S3 store (``lk.remote.serve(s3=True)``): ``endpoint_url`` (the
-    fault layer's, what every client is given), ``direct_url`` (moto's own, for filling)."""
+    """A running loopback S3 store: ``endpoint_url`` (faults), ``direct_url`` (moto, filling)."""
 
     def __init__(self, *, latency_s: float = 0.0, bandwidth: float | None = None, faults=(),
                  start_timeout_s: float = 30.0):
-        check_pace(latency_s, bandwidth)
-        self.latency_s, self.bandwidth = float(latency_s), bandwidth
+        self.latency_s, self.bandwidth = check_pace(latency_s, bandwidth)
         self.connections = threading.local()
         self.moto_port = free_port()
         env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
@@ -172,12 +162,10 @@ class ObjectStore(LoopbackService):
 
     def configure(self, *, latency_s: float | None = None, bandwidth: float | None | str = "keep",
                   faults=None) -> None:
-        """Change latency (s before the first byte), bandwidth (bytes/s per connection,
-        ``None`` = unlimited) or the fault list; fault counters restart with a new list."""
-        latency_s = self.latency_s if latency_s is None else float(latency_s)
-        bandwidth = self.bandwidth if bandwidth == "keep" else bandwidth
-        check_pace(latency_s, bandwidth)
-        self.latency_s, self.bandwidth = latency_s, bandwidth
+        """Change latency, bandwidth (``None``: unlimited) or the faults (counters restart)."""
+        self.latency_s, self.bandwidth = check_pace(
+            self.latency_s if latency_s is None else float(latency_s),
+            self.bandwidth if bandwidth == "keep" else bandwidth)
         if faults is not None:
             self.set_faults(faults)
 
@@ -189,7 +177,6 @@ class ObjectStore(LoopbackService):
                            + (f" (requests {list(f.nth)})" if f.nth else "")
                            for f in self.faults]}
 
-    # --- clients ------------------------------------------------------------------------
     def client(self, *, direct: bool = False, max_pool_connections: int = 16):
         """A boto3 S3 client on the store, botocore's standard retries (5 attempts)."""
         import boto3
@@ -218,18 +205,12 @@ class ObjectStore(LoopbackService):
     @contextmanager
     def cleanup(self, system: str, **options):
         """What MosaicML Streaming, LitData or Ray leave behind, cleaned up after the block
-        (chapter 14b types each system's run inside it). ``"mosaic"``: the store's endpoint
-        and keys in the environment (``options`` add variables) inside the block only; yields
-        a :class:`~labkit.remote.leftovers.MosaicShm` to ``track`` each dataset with.
-        ``"litdata"``: :func:`~labkit.remote.leftovers.litdata_contained`. ``"ray"``: Ray
-        started for one local node (``num_cpus``, default 1), shut down after; yields ``ray``.
-        """
+        (chapter 14b); ``"mosaic"`` yields a ``MosaicShm`` to track datasets, ``"ray"`` ray."""
         if system == "mosaic":
             shm = MosaicShm()
-            with scoped(os.environ, {"S3_ENDPOINT_URL": self.endpoint_url,
-                                     "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-                                     "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-                                     "AWS_DEFAULT_REGION": REGION, **options}):
+            env = {"S3_ENDPOINT_URL": self.endpoint_url, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                   "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_DEFAULT_REGION": REGION}
+            with scoped(os.environ, {**env, **options}):
                 try:
                     yield shm
                 finally:
@@ -251,10 +232,8 @@ class ObjectStore(LoopbackService):
     # --- filling (straight to moto: no latency, no faults; setup, not the lesson) --------
     def make_bucket(self, bucket: str, s3=None) -> None:
         s3 = s3 or self.client(direct=True)
-        try:
+        with suppress(s3.exceptions.BucketAlreadyOwnedByYou):
             s3.create_bucket(Bucket=bucket)
-        except s3.exceptions.BucketAlreadyOwnedByYou:
-            pass
 
     def put_files(self, bucket: str, files, prefix: str = "", root=None) -> list[str]:
         """Create ``bucket`` (if needed) and upload ``files`` under ``prefix``; the keys."""
@@ -268,8 +247,7 @@ class ObjectStore(LoopbackService):
         return keys
 
     def put_tar_shards(self, bucket: str, rows, shard_bytes: int) -> Shards:
-        """``rows`` (column 0 the id) as tar shards of about ``shard_bytes`` in ``bucket``:
-        one ``{id:08d}.f32`` member per row (webdataset's naming), its float32 bytes."""
+        """``rows`` (column 0 the id) as tar shards of ``{id:08d}.f32`` members in ``bucket``."""
         import numpy as np
 
         per_row = 512 + -(-rows.shape[1] * 4 // 512) * 512   # tar header + padded member
@@ -291,15 +269,10 @@ class ObjectStore(LoopbackService):
             counts.append(min(per_shard, len(rows) - start))
         return Shards(bucket, tuple(keys), tuple(nbytes), tuple(counts))
 
-    # --- lifetime -----------------------------------------------------------------------
     def _stop_moto(self) -> None:
         if self._proc.poll() is None:
-            import psutil
-
-            try:
+            with suppress(psutil.NoSuchProcess):
                 stop_processes([psutil.Process(self._proc.pid)])
-            except psutil.NoSuchProcess:
-                pass
         self._proc.wait(timeout=10)
         self._err.close()
 
@@ -314,14 +287,8 @@ class ObjectStore(LoopbackService):
 
 def serve(folder=None, *, s3: bool = False, latency_s: float = 0.0,
           bandwidth: float | None = None, faults=()) -> Server | ObjectStore:
-    """A loopback store on 127.0.0.1: a folder (or a :class:`~labkit.Fixture`) over HTTP
-    (chapter 06), or with ``s3=True`` an S3 store (chapter 14), behind a fault layer.
-
-    ``latency_s`` comes before every response's first byte, ``bandwidth`` is bytes/s per
-    connection, ``faults`` are :class:`~labkit.Fault` s (or dicts) matched against the path
-    (``bucket/key`` on S3); the first matching one applies. Use it in a ``with`` block (or
-    call ``stop()``): ``with lk.remote.serve(fx) as srv: ...``.
-    """
+    """A folder (or ``Fixture``) over HTTP (chapter 06), or with ``s3=True`` an S3 store
+    (chapter 14), behind a fault layer: ``with lk.remote.serve(fx) as srv: ...``."""
     if s3 != (folder is None):
         raise ValueError("serve(folder) serves a folder, serve(s3=True) an S3 store: "
                          f"give one, not folder={folder!r} and s3={s3}")
