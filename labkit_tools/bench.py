@@ -7,25 +7,13 @@ module of :mod:`labkit_tools.benchmarks`; ``labkit bench NAME [--json]`` runs on
 
 from __future__ import annotations
 
-from .benchmarks import (  # noqa: F401 - importing each registers it
-    decode,
-    formats,
-    gpu,
-    media,
-    mmap,
-    objectstore,
-    overhead,
-    prefetch,
-    profiling,
-    tokens,
-    webdataset,
-)
-from .benchmarks.registry import (
-    BENCHMARKS,
-    benchmark,
-    format_result,
-    record_result,
-    run_benchmark,
-)
+import importlib
+import pkgutil
+
+from . import benchmarks
+from .benchmarks.registry import BENCHMARKS, benchmark, format_result, record_result, run_benchmark
+
+for _module in pkgutil.iter_modules(benchmarks.__path__):  # importing each registers it
+    importlib.import_module(f"{benchmarks.__name__}.{_module.name}")
 
 __all__ = ["BENCHMARKS", "benchmark", "format_result", "record_result", "run_benchmark"]
