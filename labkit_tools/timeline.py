@@ -28,11 +28,6 @@ clock = time.perf_counter
 _state: dict = {"start": None, "fetched": None, "seq": 0}
 
 
-def _worker() -> tuple[int, int]:
-    info = get_worker_info()
-    return (info.id, info.num_workers) if info is not None else (-1, 0)
-
-
 class _TimedMap:
     """A map-style dataset whose whole-batch fetch is stamped."""
 
@@ -76,11 +71,11 @@ class _TimedCollate:
         start = _state["start"]
         if start is None:  # an iterable dataset's later batches: started when the last ended
             start = _state.get("end", fetched)
-        wid, nw = _worker()
-        line = f"{wid}\t{os.getpid()}\t{nw}\t{_state['seq']}\t{start!r}\t{fetched!r}\t{end!r}\n"
+        info, pid = get_worker_info(), os.getpid()
+        wid, nw = (info.id, info.num_workers) if info is not None else (-1, 0)
+        line = f"{wid}\t{pid}\t{nw}\t{_state['seq']}\t{start!r}\t{fetched!r}\t{end!r}\n"
         # one write per batch with O_APPEND to this process's own file, kept open (a fork
         # inherits the parent's descriptor, so it is keyed by pid): never interleaved
-        pid = os.getpid()
         if _state.get("fd", (None, None))[0] != (pid, self.log_dir):
             _state["fd"] = ((pid, self.log_dir), os.open(
                 os.path.join(self.log_dir, f"{pid}.tsv"), os.O_WRONLY | os.O_CREAT | os.O_APPEND))
@@ -100,11 +95,8 @@ def same_batches(loader: DataLoader, dataset, **kw) -> DataLoader:
 
 
 def timed_loader(loader: DataLoader, log_dir: str, **knobs):
-    """A copy of ``loader`` whose workers stamp every batch into ``log_dir`` (see the module).
-
-    The copy keeps the batches (sampler, collate, start method); ``knobs`` may change
-    ``num_workers`` and ``persistent_workers``; with workers it never waits forever.
-    """
+    """A copy of ``loader`` (the same batches, collate, start method) whose workers stamp every
+    batch into ``log_dir``; ``knobs``: ``num_workers``, ``persistent_workers``."""
     ds = loader.dataset
     timed = _TimedIterable(ds) if isinstance(ds, IterableDataset) else _TimedMap(ds)
     nw = knobs.get("num_workers", loader.num_workers)
@@ -126,12 +118,9 @@ COLORS = {"fetch": "#4C72B0", "collate": "#DD8452", "wait": "#C44E52", "step": "
 
 @dataclass
 class Timeline:
-    """What one pass looked like: per-batch worker spans and the loop's waits and steps.
-
-    ``batches``: dicts with ``batch``, ``worker`` (-1: the main process), ``pid``,
-    ``start``, ``fetched``, ``end`` (seconds since ``iter()``). ``loop``: dicts with
-    ``batch``, ``asked`` (``next()`` called), ``got`` (batch in hand), ``done`` (step over).
-    """
+    """One pass: ``batches`` (``batch``, ``worker`` (-1: the main process), ``pid``, ``start``,
+    ``fetched``, ``end``: seconds since ``iter()``) and ``loop`` (``batch``, ``asked``: next()
+    called, ``got``: batch in hand, ``done``: step over)."""
 
     name: str
     num_workers: int
@@ -147,11 +136,9 @@ class Timeline:
         return wait_fraction(wait, self.loop[-1]["done"] - self.loop[0]["done"])
 
     def plot(self, title: str | None = None):
-        """Lanes: one per worker (fetch, collate; batch numbers), the loop's (wait, step).
-
-        Gaps in a worker lane: its queue is full (the step is the bound); a loop lane
-        mostly red: the loop waits for data (the loader is). Returns the figure (no pyplot).
-        """
+        """Lanes: one per worker (fetch, collate), the loop's (wait, step); the figure, no pyplot.
+        Gaps in a worker lane: its queue is full (the step is the bound); a loop lane mostly
+        red: the loop waits for data (the loader is)."""
         from matplotlib.patches import Patch
 
         workers = sorted({b["worker"] for b in self.batches})
@@ -206,7 +193,7 @@ def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = 
         finally:
             del it  # torch stops the workers now: every line they wrote is in its file
         return Timeline(name=name or f"num_workers={nw}", num_workers=nw,
-                        batches=_read(log_dir, t0, len(loop)), loop=loop)
+                        batches=_read(log_dir, t0), loop=loop)
     finally:
         close_log()
         shutil.rmtree(log_dir, ignore_errors=True)
@@ -220,7 +207,7 @@ def close_log() -> None:
         os.close(fd)
 
 
-def _read(log_dir: str, t0: float, n_batches: int) -> list[dict]:
+def _read(log_dir: str, t0: float) -> list[dict]:
     rows = []
     for fname in os.listdir(log_dir):
         with open(os.path.join(log_dir, fname)) as f:
@@ -231,6 +218,5 @@ def _read(log_dir: str, t0: float, n_batches: int) -> list[dict]:
                 rows.append({"batch": batch, "worker": wid, "pid": int(pid),
                              "start": float(start) - t0, "fetched": float(fetched) - t0,
                              "end": float(end) - t0})
-    rows.sort(key=lambda r: r["batch"])
     # prefetched batches the loop never took are kept: they show the queue filling up
-    return rows
+    return sorted(rows, key=lambda r: r["batch"])
