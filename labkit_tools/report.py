@@ -1,8 +1,8 @@
 """``labkit report``: checkpoint records side by side across runs and machines (chapter 00).
 
 Each record is one run (a chapter, a machine, a time); pandas pivots their observations into
-a table per chapter with each run's ratio to a baseline run. Markdown with a PNG beside it, or
-one self-contained HTML file (plots embedded, no scripts, nothing fetched).
+a table per chapter with each run's ratio to a baseline run. Markdown with a PNG beside it,
+or one self-contained HTML file (plots embedded, no scripts, nothing fetched).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ def run_labels(records: list[dict]) -> list[str]:
 def comparison(records: list[dict]) -> pd.DataFrame:
     """One row per (chapter, name, unit, config), one column per run (None where a run did
     not observe it); the same observation twice in one run is a second row, ``name (2)``."""
-    rows = []
-    for label, r in zip(run_labels(records), records, strict=True):
+    rows, labels = [], run_labels(records)
+    for label, r in zip(labels, records, strict=True):
         seen: dict[tuple, int] = {}
         for o in r["observations"]:
             key = (r["chapter"], o["name"], o["unit"], format_config(o.get("config")))
@@ -54,15 +54,14 @@ def comparison(records: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=[*KEYS, "run", "value"])
     wide = frame.pivot_table(index=KEYS, columns="run", values="value", aggfunc="first",
                              sort=False)
-    wide = wide.reindex(columns=[lb for lb in run_labels(records) if lb in wide.columns])
+    wide = wide.reindex(columns=[lb for lb in labels if lb in wide.columns])
     wide.columns.name = None
     return wide.astype(object).where(wide.notna(), None).reset_index()
 
 
 def baselines(records: list[dict], baseline: str | None = None) -> dict[str, str]:
     """The baseline run per chapter: the first whose hostname or label is ``baseline`` or
-    whose records folder contains it, else the chapter's first run. A ``baseline`` that
-    matches no run raises a LabkitError listing the runs."""
+    whose records folder contains it, else the chapter's first run."""
     labels = run_labels(records)
 
     def matches(label, r):
@@ -196,8 +195,7 @@ def plot(records: list[dict], chapter: str | None = None, wide: pd.DataFrame | N
 
 
 def report_format(out=None, fmt: str | None = None) -> str:
-    """``"html"`` or ``"md"``: ``fmt`` if given, else from ``out``'s suffix, else Markdown; a
-    LabkitError for an unknown format, a suffix that names neither, or the two disagreeing."""
+    """``"html"`` or ``"md"``: ``fmt`` if given, else from ``out``'s suffix, else Markdown."""
     if fmt is not None and fmt not in ("html", "md"):
         raise LabkitError(f"unknown report format {fmt!r}; use html or md")
     suffix = Path(out).suffix.lower() if out is not None else ""
