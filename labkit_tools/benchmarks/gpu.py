@@ -1,10 +1,8 @@
 """``labkit bench gpu``: the accelerator side, measured where a CUDA GPU is (chapters 09, 10, 16).
 
 What the chapters type, timed: host-to-device per batch size and a GPU step's data-wait,
-plain and side-stream prefetched (09), nvJPEG against the CPU decoders (10), the capstone's
-pipeline naive beside tuned (16); ``{"skipped": reason}`` without CUDA. NVDEC (15b) is not
-here: PyPI's torchcodec is a CPU build. :data:`GPU_CHAPTERS` and :func:`gpu_cells_not_run`
-are ``make test-gpu``'s chapter check.
+plain and side-stream prefetched (09), nvJPEG against the CPU decoders (10), the capstone
+naive beside tuned (16). NVDEC (15b) is not here: PyPI's torchcodec is a CPU build.
 """
 
 from __future__ import annotations
@@ -100,9 +98,8 @@ def host_to_device(sizes_mib=(1, 4, 16, 64), repeats: int = 10) -> dict:
             "pinned": lambda t=pinned: t.to(DEV, non_blocking=True),
         }
         row = {w: _spread([n / s / 1e9 for s in _timed(f, repeats)]) for w, f in ways.items()}
-        # A worker DataLoader's hand-over + pin thread + copy, beside the same loader without
-        # pin_memory (the control); persistent workers and a warm-up pass (review 09-F4:
-        # fresh workers per pass, timing the first move into shared memory, read as slow)
+        # A worker DataLoader's hand-over + pin thread + copy, beside it without pin_memory;
+        # persistent workers and a warm-up pass (09-F4: fresh workers read as slow)
         for pin, name in ((True, "dataloader_pin_thread"), (False, "dataloader_pageable")):
             same = [pageable] * (repeats * 4)  # one tensor: a worker hands over its handle
             loader = DataLoader(same, batch_size=None, num_workers=2,
@@ -279,16 +276,14 @@ def capstone_wait(n: int = 4096, batch: int = 64, repeats: int = 10, dim: int = 
                        "the CUDA-stream prefetcher's data-wait and nvJPEG vs CPU decode "
                        "printed beside. Without CUDA: skipped, with the reason")
 def gpu() -> dict:
-    """Every GPU figure of issue 34 in one run; ``{"skipped": why}`` without CUDA."""
+    """Every GPU figure of issue 34; ``{"skipped": why}`` without CUDA."""
     ok, reason = status("cuda")
     if not ok:
         return {"skipped": reason, "verdict": "skipped"}
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "cuda": torch.version.cuda, "cores": usable_cores()}
-    result["host_to_device_gb_s"] = host_to_device()
-    result["prefetch"] = prefetch_wait()
-    result["decode"] = decode_rates()
-    result["capstone"] = capstone_wait()
+              "cuda": torch.version.cuda, "cores": usable_cores(),
+              "host_to_device_gb_s": host_to_device(), "prefetch": prefetch_wait(),
+              "decode": decode_rates(), "capstone": capstone_wait()}
     return result | judge("tuned_wait_fraction",
                           result["capstone"]["tuned_heavier_step"]["wait_fractions"], WAIT_GOAL,
                           higher_is_better=False)
@@ -303,9 +298,8 @@ GPU_CHAPTERS = {"09_prefetch": "cuda", "09b_pinned_memory_and_streams": "cuda",
 
 
 def gpu_cells_not_run(records_dir, chapters=tuple(GPU_CHAPTERS), leave_out=()) -> list[str]:
-    """``make test-gpu``'s check after ``chapters`` ran beside a GPU: a line for each whose
-    newest record under ``records_dir`` is missing, has no ``gpu_paths`` or says its GPU cells
-    did not run; one whose probe is in ``leave_out`` is not asked. Empty: every GPU cell ran."""
+    """``make test-gpu``'s check: a line for each of ``chapters`` (but those whose probe is in
+    ``leave_out``) whose newest record lacks ``gpu_paths`` or says its GPU cells did not run."""
     newest = {r["chapter"]: r for r in load_records(records_dir)}  # oldest first
     problems = []
     for chapter in chapters:
