@@ -1,8 +1,7 @@
 """``labkit run``: every chapter executed headless, notebooks and records kept (chapter 00).
 
-Each notebook runs in a fresh kernel at the chosen scale; its checkpoint record lands in the
-run's folder (``labkit report`` compares folders), and the executed notebook is rendered as
-one HTML file, plots inside, so a workshop can share what a machine showed.
+Each notebook's record lands in the run's folder (``labkit report`` compares folders), and
+it is rendered as one HTML file, plots inside, so a workshop can share what a machine showed.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """``labkit diagnose --timeline``: who made each batch, when, how long the loop waited (13b).
 
-Each worker stamps every batch it makes (start, samples fetched, collated) into a file of
-its own, the loop its waits and steps, all on ``time.perf_counter`` (one monotonic clock for
-the machine). The dataset and collate are wrapped; torch hands batches out in turn
-(``in_order=True``): worker ``w``'s ``k``-th batch is batch ``k * num_workers + w``.
+Each worker stamps every batch it makes (start, fetched, collated) into a file of its own,
+the loop its waits and steps, on ``time.perf_counter`` (one monotonic clock for the machine).
+Torch hands batches out in turn: worker ``w``'s ``k``-th batch is ``k * num_workers + w``.
 """
 
 from __future__ import annotations

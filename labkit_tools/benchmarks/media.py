@@ -20,8 +20,8 @@ GOAL = 0.8
 
 @functools.cache
 def _decoder(pid: int, path: str):
-    """One torchcodec ``VideoDecoder`` per file and process (keyed by ``pid``: one opened
-    before a fork is not reused in the child)."""
+    """One ``VideoDecoder`` per file and process (``pid``: one opened before a fork is not
+    reused in the child)."""
     from torchcodec.decoders import VideoDecoder
 
     return VideoDecoder(path, seek_mode="exact", num_ffmpeg_threads=1)
@@ -60,11 +60,9 @@ def _plan(fx, gop: int, clips: int, frames: int, seed: int) -> _Clips:
                          "over a 1-frame one")
 def media(scale: str | None = None, backend: str = "torchcodec", num_workers: int | None = None,
           clips: int = 192, frames: int = 16, batch_size: int = 16, rounds: int = 7) -> dict:
-    """Random clips (``frames`` consecutive frames, 1 s keyframe interval) decoded by
-    torchcodec in workers against the main process (:func:`.ceiling.worker_scaling`); then
-    one process's cost of a random clip at the far keyframe interval over an every-frame one.
-    Batches of 16: at ci's 64 px a clip decodes in ~2 ms, and batches of 4 time the
-    per-batch hand-over instead (``batch_size=4`` shows it)."""
+    """Random clips (1 s keyframe interval) by :func:`.ceiling.worker_scaling`, then a random
+    clip's cost at the far keyframe interval over an every-frame one. Batches of 16: at ci's
+    64 px a clip decodes in ~2 ms, and batches of 4 time the per-batch hand-over instead."""
     scale = resolve_scale(scale)
     fx = fixture("videos", scale, progress=False)
     gops = sorted(fx.meta["gops"])

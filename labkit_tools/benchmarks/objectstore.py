@@ -1,8 +1,5 @@
 """``labkit bench objectstore``: latency hidden by shard size and concurrency (chapter 14).
 
-At 20 ms first-byte latency on every GET, the best shard size read with several GETs in
-flight, as a fraction of the same reads from the same store with no injected latency; beside
-it, 1 MB-class shards read one request at a time, and the same shards from local disk.
 At ci the whole read takes tens of ms, so even one unhidden first-byte wait caps the ratio
 (``ceiling_one_latency``); the goal is for workshop scale and up.
 """
@@ -36,9 +33,8 @@ LATENCY_S = 0.02
                                "95% interval; 1 request at a time and local disk printed beside")
 def objectstore_bench(scale: str | None = None, pairs: int = 7, in_flight: int = 16,
                       shard_kib: tuple[int, ...] | None = None) -> dict:
-    """Paired trials: GET every shard (the ``array`` fixture's rows in tar shards of each
-    size in ``shard_kib``, ``in_flight`` at once) at 20 ms vs 0 ms first-byte latency; the
-    best size at 20 ms is judged, one request at a time and local files printed beside."""
+    """Paired trials: GET every shard (the ``array`` fixture's rows in tar shards of the best
+    size in ``shard_kib``, ``in_flight`` at once) at 20 ms vs 0 ms first-byte latency."""
     scale = resolve_scale(scale)
     rows_n = {"ci": 8192, "workshop": 65536, "full": 262144}[scale]
     shard_kib = shard_kib or {"ci": (256, 1024, 4096), "workshop": (1024, 4096, 16384),

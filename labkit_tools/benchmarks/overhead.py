@@ -1,8 +1,7 @@
 """``labkit bench meter-overhead``: what ``lk.measure`` costs per batch (chapter 01, measuring).
 
-The goal is < 2 % over a bare ``for batch in loader`` at 100k+ batches/s. Best-of-each-side
-said -0.3 % and 2.7 % in two runs on a shared 2-core machine, so each trial is one of an
-interleaved pair on this process's CPU clock, and the figure the median paired ratio.
+Best-of-each-side said -0.3 % and 2.7 % in two runs on a shared 2-core machine, so each
+trial is one of an interleaved pair on the CPU clock, the figure the median paired ratio.
 """
 
 from __future__ import annotations
@@ -46,9 +45,8 @@ def clock_read_ns(reads: int = 100_000) -> float:
                                   "interval); its floor is one clock read per batch "
                                   "(clock_floor_pct)")
 def meter_overhead(batches: int = 10_000, pairs: int = 41) -> dict:
-    """A bare ``for batch in loader`` against ``lk.measure`` on a DataLoader of 100k+ tiny
-    batches/s, ``pairs`` interleaved trials, the garbage collector off. ``overhead_pct``:
-    uniform batches declared; ``exact_sizing_overhead_pct`` sizes every batch (no goal)."""
+    """A bare loop against ``lk.measure``, the garbage collector off. ``overhead_pct``: uniform
+    batches declared; ``exact_sizing_overhead_pct`` sizes every batch (no goal)."""
     loader = DataLoader([torch.arange(4)] * batches, batch_size=None, num_workers=0)
 
     def bare():

@@ -1,8 +1,7 @@
 """The benchmark registry and its printout (the benchmarks of chapters 02, 06, 09, 10, 11).
 
-A benchmark is a function registered under a name with the goal it judges, returning a
-JSON-ready dict of figures; a judged figure comes with ``NAME_ci``, ``NAME_ci_level`` and
-``NAME_verdict`` (``labkit.instruments.stats.judge``).
+A benchmark returns a JSON-ready dict of figures; a judged figure comes with ``NAME_ci``,
+``NAME_ci_level`` and ``NAME_verdict`` (``labkit.instruments.stats.judge``).
 """
 
 from __future__ import annotations
