@@ -1,8 +1,7 @@
 """Named benchmarks that print their figures (chapters 01-02, 06, 09-15; ``labkit bench``).
 
 Performance is reported here, not asserted in tests that flake: each figure with its
-interval and a verdict (pass, fail or inconclusive). Importing this module registers every
-module of :mod:`labkit_tools.benchmarks`; ``labkit bench NAME [--json]`` runs one.
+interval and a verdict. Importing this module registers every benchmark module.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""``labkit doctor``: what this machine gives the chapters, and what to fix (ch. 00).
-
-Each check reads one fact the chapters depend on and, where it gets in a chapter's way, says
-what to install or change (``labkit lab`` prints the failing ones first).
-"""
+"""``labkit doctor``: each fact of this machine the chapters depend on, and what to fix (ch. 00)."""
 
 from __future__ import annotations
 

@@ -259,8 +259,7 @@ def run_diagnose(target: str, *, step_ms: float | None = None, batches: int = 40
                 Path(timeline).write_bytes(png_bytes(drawn.plot(), dpi=100))
                 tl = str(timeline)
     finally:
-        # drop every reference to the loaders built here: torch stops their workers;
-        # whatever still runs after that is stopped by force
+        # drop the loaders built here (torch stops their workers); stop what still runs
         obj = src = inproc = None  # noqa: F841
         stop_processes([p for p in worker_processes() if p.pid not in before])
         gc.collect()  # spawn/forkserver queues keep named semaphores until collected

@@ -85,8 +85,7 @@ def _number(v) -> bool:
 
 def chapter_table(records: list[dict], chapter: str, base: str | None,
                   wide: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One chapter's rows as text: its runs' values (``run N`` below each label), then each
-    other run's value divided by the baseline's (``run N ÷ run M``)."""
+    """One chapter's rows as text: its runs' values, then each other run's over the baseline's."""
     number = {lb: i for i, lb in enumerate(run_labels(records), 1)}
     wide = comparison(records) if wide is None else wide   # pivoted once by write_report
     part = wide.query("chapter == @chapter")
@@ -164,8 +163,7 @@ def environments(records: list[dict]) -> pd.DataFrame:
 
 
 def plot(records: list[dict], chapter: str | None = None, wide: pd.DataFrame | None = None):
-    """Horizontal bars, one panel per (chapter, unit), one colour per run; None if a chapter
-    has no numbers."""
+    """Bars, a panel per (chapter, unit), a colour per run; None for a chapter without numbers."""
     wide = comparison(records) if wide is None else wide
     if chapter is not None:
         wide = wide[wide.chapter == chapter]

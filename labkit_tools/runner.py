@@ -92,10 +92,9 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
     with mock.patch.dict(os.environ, LABKIT_SCALE=scale, LABKIT_RECORDS=str(records.resolve())):
         for nb_path in notebooks:
             nb = nbformat.read(nb_path, as_version=4)
-            # IPC, not TCP, where the OS has Unix sockets: no "Kernel is running over TCP
-            # without encryption" per chapter. An absolute path (a relative one would not meet
-            # the kernel started in the chapter's folder), in a runtime folder made first (a
-            # fresh machine has none: ZMQError: No such file).
+            # IPC, not TCP (no "Kernel is running over TCP without encryption"): an absolute
+            # path (a relative one misses the kernel started in the chapter's folder), in a
+            # runtime folder made first (a fresh machine has none: ZMQError: No such file)
             runtime = Path(jupyter_runtime_dir())
             runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
             ipc = Config(KernelManager=dict(

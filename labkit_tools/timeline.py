@@ -84,8 +84,7 @@ class _TimedCollate:
 
 
 def same_batches(loader: DataLoader, dataset, **kw) -> DataLoader:
-    """A DataLoader over ``dataset`` (``loader``'s or a wrapper of it) cutting the batches
-    ``loader`` cuts (its sampler or batch sampler, its batch size); ``kw``: the rest."""
+    """A DataLoader over ``dataset`` (``loader``'s or a wrapper) cutting ``loader``'s batches."""
     if isinstance(loader.dataset, IterableDataset):
         return DataLoader(dataset, batch_size=loader.batch_size, drop_last=loader.drop_last, **kw)
     if loader.batch_sampler is not None:  # batch_size= built one; or the learner passed it
@@ -167,8 +166,7 @@ class Timeline:
 
 def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = None,
                     name: str | None = None, **knobs) -> Timeline:
-    """One pass of a stamped copy of ``loader`` (``knobs``: ``num_workers``,
-    ``persistent_workers``), ``step`` called with every batch; its workers stopped after."""
+    """One pass of a stamped copy of ``loader`` (``knobs``: as :func:`timed_loader`'s)."""
     log_dir = tempfile.mkdtemp(prefix="labkit-timeline-")
     _state.update(start=None, seq=0)  # num_workers=0 stamps in this process; fork copies it
     _state.pop("end", None)

@@ -73,7 +73,6 @@ def media(scale: str | None = None, backend: str = "torchcodec", num_workers: in
               "clip_frames": frames, "clips": len(ds),
               **worker_scaling(ds, GOAL, num_workers, batch_size, rounds, unit="clips")}
 
-    # a random clip's cost: far keyframes (the largest interval) against every-frame ones
     far, near = (_plan(fx, g, 12, frames, seed=2) for g in (gops[-1], gops[0]))
     for d in (far, near):  # open the decoders (scanning the file) outside the clock
         d[0]

@@ -86,7 +86,6 @@ def objectstore_bench(scale: str | None = None, pairs: int = 7, in_flight: int =
         "store_settings": settings,
     }
     result |= judge("hidden_vs_no_latency", [a / b for a, b in trials], GOAL)
-    # the read may be too short for any loader to hide the one first byte it must wait for
     return result | capped_verdict(
         "hidden_vs_no_latency", result, result["ceiling_one_latency"], GOAL,
         f"the whole read takes {min(a for a, _ in trials) * 1e3:.0f} ms, so one unhidden "

@@ -28,8 +28,7 @@ def benchmark(name: str, goal: str):
 
 
 def run_benchmark(name: str, **kwargs) -> dict:
-    """Run the named benchmark (``labkit bench NAME``): its figures, JSON-ready, with its
-    ``verdict`` (if it gave none, :func:`overall` of its judged figures') and ``goal_met``."""
+    """The named benchmark's figures, with a ``verdict`` (:func:`overall`) and ``goal_met``."""
     if name not in BENCHMARKS:
         raise KeyError(f"no benchmark named {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
     fn = BENCHMARKS[name]
@@ -84,8 +83,7 @@ def _leaves(value, key: str = ""):
 
 
 def record_result(result: dict, folder) -> Path:
-    """Write a benchmark's figures as a checkpoint record ``bench_NAME`` in ``folder``
-    (``labkit bench NAME --records DIR``), for ``labkit report`` beside chapter records."""
+    """A benchmark's figures as the checkpoint record ``bench_NAME`` in ``folder``."""
     ck = Checkpoint(f"bench_{result['benchmark']}", records_dir=folder)
     ck.constraint(result["goal"])
     for key, value in _leaves({k: v for k, v in result.items() if k not in ("benchmark",

@@ -103,8 +103,7 @@ class _EpochBatches(IterableDataset):
 
 def _epoch_run(corpus, context: int, batch_size: int, state: dict, num_workers: int,
                stop_after: int | None = None) -> tuple[list[int], dict]:
-    """Sample ids from ``state["samples_yielded"]`` on (``stop_after`` batches or all) and the
-    state after them: the counter, kept in this process."""
+    """Sample ids from ``state["samples_yielded"]`` on, and the state (counted here) after."""
     ds = _EpochBatches(corpus, context, batch_size, state["samples_yielded"])
     loader = DataLoader(ds, batch_size=None, num_workers=num_workers,
                         timeout=WORKER_TIMEOUT_S if num_workers else 0)
