@@ -62,14 +62,11 @@ def formats_bench(scale: str | None = None, num_workers: int = 2, batch_size: in
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     ratio = lmdb_rate / memmap
-    return {
-        "scale": scale, "rows": n, "num_workers": num_workers, "batch_size": batch_size,
-        "memmap_random_samples_per_s": memmap, "lmdb_random_samples_per_s": lmdb_rate,
-        "lmdb_vs_memmap": ratio,
-        "hdf5_contiguous_samples_per_s": h5["contiguous"],
-        "hdf5_chunked_samples_per_s": h5["chunked"],
-        "hdf5_chunked_gzip_samples_per_s": h5["gzip"],
-        "hdf5_chunked_vs_contiguous": h5["chunked"] / h5["contiguous"],
-        "versions": versions(["lmdb", "h5py", "numpy", "torch"]),
-        "goal_met": bool(ratio >= 0.5),
-    }
+    return {"scale": scale, "rows": n, "num_workers": num_workers, "batch_size": batch_size,
+            "memmap_random_samples_per_s": memmap, "lmdb_random_samples_per_s": lmdb_rate,
+            "lmdb_vs_memmap": ratio, "hdf5_contiguous_samples_per_s": h5["contiguous"],
+            "hdf5_chunked_samples_per_s": h5["chunked"],
+            "hdf5_chunked_gzip_samples_per_s": h5["gzip"],
+            "hdf5_chunked_vs_contiguous": h5["chunked"] / h5["contiguous"],
+            "versions": versions(["lmdb", "h5py", "numpy", "torch"]),
+            "goal_met": bool(ratio >= 0.5)}

@@ -56,17 +56,15 @@ def prefetch(ms_per_sample: float = 2.0, batch_size: int = 32, batches: int = 24
     result = {
         "ms_per_sample": ms_per_sample, "batch_size": batch_size, "cores": usable_cores(),
         "repeats": repeats, "worker_batches_per_s": worker_rate, "step_ms": step.label,
-        "step_batches_per_s": step_rate,
-        "suggested_num_workers": s.num_workers, "suggested_prefetch_factor": s.prefetch_factor,
-        "suggestion": s.reason, "expected_capacity_batches_per_s": s.expected_capacity,
+        "step_batches_per_s": step_rate, "suggested_num_workers": s.num_workers,
+        "suggested_prefetch_factor": s.prefetch_factor, "suggestion": s.reason,
+        "expected_capacity_batches_per_s": s.expected_capacity,
         "tuned_capacity_batches_per_s": capacity, "suggestion_verified": bool(verified),
-        "step_adjusted": bool(adjusted),
-        "naive_wait_over_step": m_naive.wait_s / m_naive.compute_s,
+        "step_adjusted": bool(adjusted), "naive_wait_over_step": m_naive.wait_s / m_naive.compute_s,
         "naive_wait_fraction_of_loop": m_naive.wait_fraction,
         "tuned_wait_fraction_of_loop": m_tuned.wait_fraction,
         "tuned_batch_wait_p50_ms": m_tuned.latency_ms(50),
-        "naive_samples_per_s": m_naive.samples_per_s, "tuned_samples_per_s": m_tuned.samples_per_s,
-    }
+        "naive_samples_per_s": m_naive.samples_per_s, "tuned_samples_per_s": m_tuned.samples_per_s}
     result |= judge("capacity_over_step",
                     [p.samples_per_s / batch_size / step_rate for p in m_capacity.passes],
                     CAPACITY_GOAL)

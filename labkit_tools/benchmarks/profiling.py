@@ -59,11 +59,7 @@ def profiling_overhead(batches: int = 400, batch_size: int = 32, num_workers: in
     over = 1 - max(timed) / max(plain)
     small = DataLoader(WorkDataset(64 * 8, ms=0.0), batch_size=8)
     prof = _profiler_overhead(small, simulated_step(0.2, "busy"), batches=60, repeats=3)
-    return {
-        "plain_samples_per_s": round(max(plain)), "timeline_samples_per_s": round(max(timed)),
-        "timeline_overhead": round(over, 4),
-        "torch_profiler_overhead": round(prof, 4),
-        "note": ("torch.profiler on a loop of 60 small batches and a 0.2 ms step, "
-                 "always active (no schedule): every op is recorded"),
-        "goal_met": bool(over < 0.03),
-    }
+    return {"plain_samples_per_s": round(max(plain)), "timeline_samples_per_s": round(max(timed)),
+            "timeline_overhead": round(over, 4), "torch_profiler_overhead": round(prof, 4),
+            "note": "torch.profiler on a loop of 60 small batches and a 0.2 ms step, always "
+                    "active (no schedule): every op is recorded", "goal_met": bool(over < 0.03)}
