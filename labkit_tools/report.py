@@ -52,8 +52,7 @@ def comparison(records: list[dict]) -> pd.DataFrame:
             name = o["name"] if seen[key] == 1 else f"{o['name']} ({seen[key]})"
             rows.append([key[0], name, key[2], key[3], label, o["value"]])
     frame = pd.DataFrame(rows, columns=[*KEYS, "run", "value"])
-    wide = frame.pivot_table(index=KEYS, columns="run", values="value", aggfunc="first",
-                             sort=False)
+    wide = frame.pivot_table(index=KEYS, columns="run", values="value", aggfunc="first", sort=False)
     wide = wide.reindex(columns=[lb for lb in labels if lb in wide.columns])
     wide.columns.name = None
     return wide.astype(object).where(wide.notna(), None).reset_index()
@@ -130,8 +129,7 @@ def environments(records: list[dict]) -> pd.DataFrame:
     """The machines side by side: a row per fact and package version, a column per distinct
     environment; ``differs`` marks the rows where a difference between machines is traced."""
     def facts(e):
-        cpu, mem, os_, th, data = (e.get(k) or {} for k in ("cpu", "memory", "os", "torch",
-                                                             "data"))
+        cpu, mem, os_, th, data = (e.get(k) or {} for k in ("cpu", "memory", "os", "torch", "data"))
         pools = sorted(f"{p.get('internal_api', '?')} x{p.get('num_threads', '?')}"
                        for p in e.get("threadpools") or [] if isinstance(p, dict))
         return {"hostname": e.get("hostname", "?"), "CPU": cpu.get("model", "?"),
@@ -226,15 +224,14 @@ def write_report(dirs, out=None, fmt: str | None = None, baseline: str | None = 
     except OSError as e:
         raise LabkitError(f"cannot create the report's folder {out.parent}: {e}") from e
     folders = [str(d) for d in ([dirs] if isinstance(dirs, (str, Path)) else dirs)]
+    numbered = enumerate(zip(run_labels(records), records, strict=True), 1)
     runs = pd.DataFrame([{"#": i, "run": lb, "chapter": r["chapter"], "scale": r["scale"],
                           "labkit": r.get("labkit_version") or "?",
                           "constraints": "; ".join(map(str, r.get("constraints") or [])),
                           "folder": r["_folder"], "record": Path(r["_source"]).name}
-                         for i, (lb, r) in enumerate(zip(run_labels(records), records,
-                                                         strict=True), 1)])
+                         for i, (lb, r) in numbered])
     env = environments(records)
-    env.index = [f"{k} ≠" if d else k for k, d in zip(env.index, env.pop("differs"),
-                                                         strict=True)]
+    env.index = [f"{k} ≠" if d else k for k, d in zip(env.index, env.pop("differs"), strict=True)]
     chapters = list(dict.fromkeys(r["chapter"] for r in records))
     wide = comparison(records)   # every run's observations pivoted once, for every chapter
     intro = (f"{len(records)} checkpoint records from {', '.join(folders)}; written "

@@ -38,8 +38,7 @@ def chapters(folder: Path | None = None) -> list[Path]:
     (``further/NNb_topic.ipynb``: depth a workshop skips, after the chapter it extends)."""
     folder = folder or paths.notebooks_dir()
     return sorted([*folder.glob("[0-9][0-9]_*.ipynb"),
-                   *(folder / "further").glob("[0-9][0-9][a-z]_*.ipynb")],
-                  key=lambda p: p.stem)
+                   *(folder / "further").glob("[0-9][0-9][a-z]_*.ipynb")], key=lambda p: p.stem)
 
 
 def resolve_notebooks(names: list[str] | None) -> list[Path]:

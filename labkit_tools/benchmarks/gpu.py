@@ -102,9 +102,8 @@ def host_to_device(sizes_mib=(1, 4, 16, 64), repeats: int = 10) -> dict:
         # persistent workers and a warm-up pass (09-F4: fresh workers read as slow)
         for pin, name in ((True, "dataloader_pin_thread"), (False, "dataloader_pageable")):
             same = [pageable] * (repeats * 4)  # one tensor: a worker hands over its handle
-            loader = DataLoader(same, batch_size=None, num_workers=2,
-                                pin_memory=pin, persistent_workers=True,
-                                timeout=WORKER_TIMEOUT_S)
+            loader = DataLoader(same, batch_size=None, num_workers=2, pin_memory=pin,
+                                persistent_workers=True, timeout=WORKER_TIMEOUT_S)
             passes = []
             for i in range(4):  # pass 0: the warm-up
                 t0 = time.perf_counter()
@@ -168,8 +167,7 @@ def prefetch_wait(batch: int = 128, size: int = 224, batches: int = 48, step_ms:
         return loop
 
     out = {"batch_mib": batch * 3 * size * size / MIB, "batches": batches, "workers": workers,
-           "matmuls_per_step": k,
-           "step_ms_alone": _spread([s / batches * 1e3 for s in alone])}
+           "matmuls_per_step": k, "step_ms_alone": _spread([s / batches * 1e3 for s in alone])}
     loops = {"loader_plain": plain(loader), "loader_prefetcher": prefetched(loader),
              "pinned_plain": plain(in_memory), "pinned_prefetcher": prefetched(in_memory),
              "pageable_plain": plain(pageable, non_blocking=False)}
@@ -293,8 +291,7 @@ def gpu() -> dict:
 #: probe (``lk.status``) each one's GPU path needs; each records ``gpu_paths`` ("ran" or why not).
 GPU_CHAPTERS = {"09_prefetch": "cuda", "09b_pinned_memory_and_streams": "cuda",
                 "10_decode_and_augment": "cuda", "10b_decode_less_and_gpu": "gpu_decode",
-                "13_profiling": "cuda", "15b_audio_spdl_nvdec": "media_gpu",
-                "16_capstone": "cuda"}
+                "13_profiling": "cuda", "15b_audio_spdl_nvdec": "media_gpu", "16_capstone": "cuda"}
 
 
 def gpu_cells_not_run(records_dir, chapters=tuple(GPU_CHAPTERS), leave_out=()) -> list[str]:

@@ -86,8 +86,7 @@ def record_result(result: dict, folder) -> Path:
     """A benchmark's figures as the checkpoint record ``bench_NAME`` in ``folder``."""
     ck = Checkpoint(f"bench_{result['benchmark']}", records_dir=folder)
     ck.constraint(result["goal"])
-    for key, value in _leaves({k: v for k, v in result.items() if k not in ("benchmark",
-                                                                           "goal")}):
+    for key, value in _leaves({k: v for k, v in result.items() if k not in ("benchmark", "goal")}):
         if isinstance(value, str) and len(value) > 200:
             value = value[:197] + "..."
         unit = "count" if key.endswith(".n") else next(  # .n: how many values a spread has
