@@ -306,9 +306,8 @@ def load_factory(spec: str):
 
 
 def place_loader(d: Diagnosis) -> dict:
-    """The ceiling a diagnosed loader runs under: the lower of its own work (one process's
-    rate x ``min(num_workers, cores)``) and, with workers, the ``handover`` ceiling x the batch
-    size; ``{}`` without a batch size or rate."""
+    """The ceiling a diagnosed loader runs under: the lower of its own work x its processes
+    and, with workers, the ``handover`` ceiling; ``{}`` without a batch size or rate."""
     if not (d.samples_per_batch and d.one_process_batches_per_s and d.loader_batches_per_s):
         return {}
     nw = d.num_workers or 0

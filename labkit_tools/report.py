@@ -213,8 +213,7 @@ def _md_table(frame: pd.DataFrame) -> list[str]:
 
 def write_report(dirs, out=None, fmt: str | None = None, baseline: str | None = None,
                  records: list[dict] | None = None) -> Path:
-    """Write the report (runs, environments, each chapter's observations with ratios to its
-    baseline run, plots); its path (default ``report.md`` / ``report.html`` here)."""
+    """Write the report; its path (default ``report.md`` / ``report.html`` here)."""
     fmt = report_format(out, fmt)
     records = load_records(dirs) if records is None else records
     base = baselines(records, baseline)

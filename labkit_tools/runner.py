@@ -64,10 +64,9 @@ def resolve_notebooks(names: list[str] | None) -> list[Path]:
 def run_notebooks(names: list[str] | None = None, scale: str | None = None,
                   out: str | Path | None = None, timeout: int | None = None,
                   echo=print) -> list[NotebookRun]:
-    """Execute chapters in fresh kernels, a failing one not stopping the others: notebooks,
-    their HTML and kernel stderr (``NAME.kernel.log``) to ``out/notebooks``, records to
-    ``out/records`` (default ``out``: ``runs/<UTC time>-<host>-<scale>``). ``timeout``: seconds
-    a cell may run (default: the scale's ``cell_timeout_s``), a guard against a hang."""
+    """Execute chapters in fresh kernels, a failing one not stopping the others: notebooks
+    (HTML, kernel stderr) to ``out/notebooks``, records to ``out/records``. ``timeout``:
+    seconds a cell may run (default: the scale's ``cell_timeout_s``), a guard against a hang."""
     import nbformat
     from jupyter_core.paths import jupyter_runtime_dir
     from nbclient import NotebookClient

@@ -197,8 +197,7 @@ def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = 
 
 
 def close_log() -> None:
-    """Close the timeline file this process holds open (after iterating a
-    :func:`timed_loader` yourself); one inherited through ``fork()`` is left alone."""
+    """Close the timeline file this process holds open (one inherited by ``fork()`` stays)."""
     key, fd = _state.pop("fd", (None, None))
     if fd is not None and key[0] == os.getpid():
         os.close(fd)

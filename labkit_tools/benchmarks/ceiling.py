@@ -90,9 +90,8 @@ def capped_verdict(name: str, result: dict, cap: float, goal: float, why: str) -
 
 def worker_scaling(dataset, goal: float, num_workers: int | None = None,
                    batch_size: int = 256, rounds: int = 7, unit: str = "samples") -> dict:
-    """``dataset`` in the main process against ``num_workers`` warm persistent workers
-    (default: the cores): ``rounds`` interleaved pairs, each ``ratio`` the workers' rate over
-    the single rate x min(num_workers, cores), judged by :func:`busy_verdict`."""
+    """``dataset`` in the main process against ``num_workers`` warm workers (default: the
+    cores), ``ratio`` over the ideal min(num_workers, cores), judged by :func:`busy_verdict`."""
     cores = usable_cores()
     n = num_workers or cores
     ideal = min(n, cores)

@@ -138,9 +138,8 @@ def _gpu_step(target_ms: float, dim: int = 4096):
 
 def prefetch_wait(batch: int = 128, size: int = 224, batches: int = 48, step_ms: float = 8.0,
                   repeats: int = 3, dim: int = 4096) -> dict:
-    """Data-wait of the plain loop vs the CUDA-stream prefetcher with a real GPU step, from a
-    pinned worker DataLoader and from batches already in host memory (pinned, pageable):
-    the plain loop copies on the default stream, so its copy runs before the step."""
+    """Data-wait of the plain loop vs the CUDA-stream prefetcher with a real GPU step: the
+    plain loop copies on the default stream, so its copy runs before the step."""
     workers = max(2, min(8, usable_cores() - 1))
     host = [torch.randint(0, 255, (batch, 3, size, size), dtype=torch.uint8) for _ in range(4)]
     pinned = [x.pin_memory() for x in host]

@@ -60,9 +60,8 @@ def _plan(fx, gop: int, clips: int, frames: int, seed: int) -> _Clips:
                          "over a 1-frame one")
 def media(scale: str | None = None, backend: str = "torchcodec", num_workers: int | None = None,
           clips: int = 192, frames: int = 16, batch_size: int = 16, rounds: int = 7) -> dict:
-    """Random clips (1 s keyframe interval) by :func:`.ceiling.worker_scaling`, then a random
-    clip's cost at the far keyframe interval over an every-frame one. Batches of 16: at ci's
-    64 px a clip decodes in ~2 ms, and batches of 4 time the per-batch hand-over instead."""
+    """Random clips by :func:`.ceiling.worker_scaling`. Batches of 16: at ci's 64 px a clip
+    decodes in ~2 ms, and batches of 4 time the per-batch hand-over instead."""
     scale = resolve_scale(scale)
     fx = fixture("videos", scale, progress=False)
     gops = sorted(fx.meta["gops"])

@@ -22,9 +22,8 @@ WAIT_GOAL = 0.05
                             "received costs the main process ~1-3 ms of wait)")
 def prefetch(ms_per_sample: float = 2.0, batch_size: int = 32, batches: int = 24,
              repeats: int = 5) -> dict:
-    """A naive loader vs the one :func:`suggest_loader` tunes, the step sleeping as long as
-    one process takes a batch; a busy machine that keeps the tuned capacity below 1.2x the
-    step rate gets a step of capacity / 1.25 (``step_adjusted``)."""
+    """A naive loader vs the one :func:`suggest_loader` tunes; a busy machine that keeps the
+    tuned capacity below 1.2x the step rate gets a step of capacity / 1.25 (``step_adjusted``)."""
     ds = WorkDataset(batch_size * batches, ms=ms_per_sample, kind="busy")
     naive = DataLoader(ds, batch_size=batch_size)
     alone = measure(naive, repeats=repeats, max_batches=max(10, batches // 3), name="naive alone")

@@ -136,9 +136,8 @@ def _resume_across_workers(corpus, context: int, batch_size: int, stop_after: in
 def token_windows(scale: str | None = None, context: int = 2048, batch_size: int = 64,
                   batches: int = 128, pairs: int = 9, pack_context: int = 1024,
                   resume_batch: int = 8) -> dict:
-    """The module's three figures. ``scale`` sizes the corpus (ci's 1.4 MB of tokens sits in
-    the CPU's caches, workshop's 20 MB does not); a trial: ``batches`` batches on the CPU
-    clock, one seed for both sides; ``pack_context``: chapter 11's, the fixture's tuning."""
+    """The module's three figures; ``scale`` sizes the corpus (ci's 1.4 MB of tokens sits in
+    the CPU's caches, workshop's 20 MB does not)."""
     scale = resolve_scale(scale)
     corpus = open_tokens(fixture("corpus", scale, progress=False))
     tokens = corpus.tokens.view(np.ndarray)  # slicing an np.memmap builds a memmap per slice
