@@ -134,9 +134,8 @@ class Timeline:
         return wait_fraction(wait, self.loop[-1]["done"] - self.loop[0]["done"])
 
     def plot(self, title: str | None = None):
-        """Lanes: one per worker (fetch, collate), the loop's (wait, step); the figure, no pyplot.
-        Gaps in a worker lane: its queue is full (the step is the bound); a loop lane mostly
-        red: the loop waits for data (the loader is)."""
+        """A lane per worker (fetch, collate) and the loop's (wait, step); no pyplot. Gaps in a
+        worker lane: its queue is full (the step is the bound); a red loop: the loader is."""
         from matplotlib.patches import Patch
 
         workers = sorted({b["worker"] for b in self.batches})

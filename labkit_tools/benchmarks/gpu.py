@@ -92,11 +92,9 @@ def host_to_device(sizes_mib=(1, 4, 16, 64), repeats: int = 10) -> dict:
         n = mib * MIB
         pageable = torch.randint(0, 255, (n,), dtype=torch.uint8)
         pinned = pageable.pin_memory()
-        ways = {
-            "pageable": lambda t=pageable: t.to(DEV),
-            "pin_in_loop": lambda t=pageable: t.pin_memory().to(DEV, non_blocking=True),
-            "pinned": lambda t=pinned: t.to(DEV, non_blocking=True),
-        }
+        ways = {"pageable": lambda t=pageable: t.to(DEV),
+                "pin_in_loop": lambda t=pageable: t.pin_memory().to(DEV, non_blocking=True),
+                "pinned": lambda t=pinned: t.to(DEV, non_blocking=True)}
         row = {w: _spread([n / s / 1e9 for s in _timed(f, repeats)]) for w, f in ways.items()}
         # A worker DataLoader's hand-over + pin thread + copy, beside it without pin_memory;
         # persistent workers and a warm-up pass (09-F4: fresh workers read as slow)
@@ -191,8 +189,7 @@ def decode_rates(n: int = 256, batch: int = 64) -> dict:
     """nvJPEG images/s against the fastest CPU decoder's, one core and times the cores."""
     blobs = _photo_jpegs(n)
     name, rates = fastest_decoder(blobs)
-    gpu = [gpu_decode_rate(blobs, batch_size=batch, repeats=1)["samples_per_s"]
-           for _ in range(5)]
+    gpu = [gpu_decode_rate(blobs, batch_size=batch, repeats=1)["samples_per_s"] for _ in range(5)]
     cores = usable_cores()
     return {"images": n, "px": 512, "cpu_decoder": name,
             "cpu_one_core_images_per_s": rates[name], "cores": cores,
