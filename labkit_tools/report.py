@@ -1,8 +1,7 @@
 """``labkit report``: checkpoint records side by side across runs and machines (chapter 00).
 
-Each record is one run (a chapter, a machine, a time); pandas pivots their observations into
-a table per chapter with each run's ratio to a baseline run. Markdown with a PNG beside it,
-or one self-contained HTML file (plots embedded, no scripts, nothing fetched).
+A table per chapter, a column per run with its ratio to a baseline run: Markdown with a PNG
+beside it, or one self-contained HTML file (plots embedded, no scripts, nothing fetched).
 """
 
 from __future__ import annotations

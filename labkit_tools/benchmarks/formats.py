@@ -1,7 +1,4 @@
-"""``labkit bench formats``: LMDB and HDF5 random reads against a memmap of the same rows (ch. 12).
-
-The figures are each side's fastest pass (on a shared machine noise only slows a pass).
-"""
+"""``labkit bench formats``: LMDB and HDF5 random reads against a memmap of the same rows (12)."""
 
 from __future__ import annotations
 
@@ -42,8 +39,8 @@ def _best(ds, num_workers: int, batch_size: int, trials: int) -> float:
                            "of the same rows; HDF5 chunked vs contiguous printed")
 def formats_bench(scale: str | None = None, num_workers: int = 2, batch_size: int = 64,
                   trials: int = 3, rows: int | None = None) -> dict:
-    """Random-order reads of the same rows: memmap and LMDB with ``num_workers`` workers,
-    HDF5 contiguous and chunked (64 rows, and gzip) in the main process."""
+    """Random-order reads of the same rows: memmap and LMDB with ``num_workers`` workers, HDF5
+    in the main process; each side's fastest pass (on a shared machine noise only slows one)."""
     scale = resolve_scale(scale)
     fx = fixture("array", scale)
     n = min(rows or ROWS[scale], fx.samples)

@@ -1,8 +1,7 @@
 """``labkit bench gpu``: the accelerator side, measured where a CUDA GPU is (chapters 09, 10, 16).
 
-What the chapters type, timed: host-to-device per batch size and a GPU step's data-wait,
-plain and side-stream prefetched (09), nvJPEG against the CPU decoders (10), the capstone
-naive beside tuned (16). NVDEC (15b) is not here: PyPI's torchcodec is a CPU build.
+Host-to-device, a GPU step's data-wait plain and prefetched (09), nvJPEG vs the CPU decoders
+(10), the capstone naive and tuned (16); not NVDEC (15b): PyPI's torchcodec is a CPU build.
 """
 
 from __future__ import annotations

@@ -20,8 +20,7 @@ GOAL = 0.8
 
 @functools.cache
 def _decoder(pid: int, path: str):
-    """One ``VideoDecoder`` per file and process (``pid``: one opened before a fork is not
-    reused in the child)."""
+    """One ``VideoDecoder`` per file and process (one opened before a fork is not reused)."""
     from torchcodec.decoders import VideoDecoder
 
     return VideoDecoder(path, seek_mode="exact", num_ffmpeg_threads=1)

@@ -1,9 +1,8 @@
 """``labkit bench tokens``: random token windows vs a plain copy, packing, resume (chapter 11).
 
-On chapter 11's ``corpus`` fixture: random ``(T + 1)``-token windows (nanoGPT's
-``get_batch``) against one contiguous copy of as many bytes (the ceiling); best-fit
-decreasing packing's padding (11b); a document epoch (11c) stopped with two workers and
-resumed with one from its counter: every sample once, in the uninterrupted order.
+Windows as nanoGPT's ``get_batch`` cuts them against one contiguous copy of as many bytes
+(the ceiling); best-fit packing's padding (11b); a document epoch (11c) stopped with two
+workers and resumed with one: every sample once, in the uninterrupted order.
 """
 
 from __future__ import annotations
