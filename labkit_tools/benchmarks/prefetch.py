@@ -64,9 +64,8 @@ def prefetch(ms_per_sample: float = 2.0, batch_size: int = 32, batches: int = 24
         "tuned_wait_fraction_of_loop": m_tuned.wait_fraction,
         "tuned_batch_wait_p50_ms": m_tuned.latency_ms(50),
         "naive_samples_per_s": m_naive.samples_per_s, "tuned_samples_per_s": m_tuned.samples_per_s}
-    result |= judge("capacity_over_step",
-                    [p.samples_per_s / batch_size / step_rate for p in m_capacity.passes],
-                    CAPACITY_GOAL)
+    result |= judge("capacity_over_step", [p.samples_per_s / batch_size / step_rate
+                                           for p in m_capacity.passes], CAPACITY_GOAL)
     result |= judge("tuned_wait_over_step",
                     [float(p.wait.sum() / p.compute.sum()) for p in m_tuned.passes], WAIT_GOAL,
                     higher_is_better=False)
