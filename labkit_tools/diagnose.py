@@ -192,7 +192,7 @@ def _verdict(bound, loader_bps, one, step_bps, cpu_share, hs, cores, nw) -> dict
 def run_diagnose(target: str, *, step_ms: float | None = None, batches: int = 40,
                  timeline=None, time_limit_s: float | None = 120) -> Diagnosis:
     """The loader ``factory()`` returns (a DataLoader or any iterable of batches) diagnosed;
-    ``step_ms``: a step simulated as a sleep (a GPU step the CPU waits on)."""
+    ``step_ms``: a sleep (a GPU step the CPU waits on); ``timeline``: a PNG (DataLoaders only)."""
     if batches < 2:
         raise DiagnoseError(f"batches must be at least 2 (a rate needs two), not {batches}")
     if step_ms is not None and not step_ms > 0:
