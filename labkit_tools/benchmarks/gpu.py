@@ -190,9 +190,8 @@ def decode_rates(n: int = 256, batch: int = 64) -> dict:
     name, rates = fastest_decoder(blobs)
     gpu = [gpu_decode_rate(blobs, batch_size=batch, repeats=1)["samples_per_s"] for _ in range(5)]
     cores = usable_cores()
-    return {"images": n, "px": 512, "cpu_decoder": name,
-            "cpu_one_core_images_per_s": rates[name], "cores": cores,
-            "cpu_all_cores_images_per_s_bound": rates[name] * cores,
+    return {"images": n, "px": 512, "cpu_decoder": name, "cpu_one_core_images_per_s": rates[name],
+            "cores": cores, "cpu_all_cores_images_per_s_bound": rates[name] * cores,
             "nvjpeg_images_per_s": _spread(gpu)}
 
 
@@ -222,9 +221,8 @@ def capstone_wait(n: int = 4096, batch: int = 64, repeats: int = 10, dim: int = 
     cores = usable_cores()
 
     def tuned(workers):
-        return DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers,
-                          pin_memory=True, persistent_workers=True, prefetch_factor=4,
-                          timeout=WORKER_TIMEOUT_S)
+        return DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers, pin_memory=True,
+                          persistent_workers=True, prefetch_factor=4, timeout=WORKER_TIMEOUT_S)
 
     out = {"decoder": name, "cores": cores, "batch_size": batch, "step": small.label,
            "decode_one_core_samples_per_s": rates[name],
@@ -277,9 +275,8 @@ def gpu() -> dict:
               "cuda": torch.version.cuda, "cores": usable_cores(),
               "host_to_device_gb_s": host_to_device(), "prefetch": prefetch_wait(),
               "decode": decode_rates(), "capstone": capstone_wait()}
-    return result | judge("tuned_wait_fraction",
-                          result["capstone"]["tuned_heavier_step"]["wait_fractions"], WAIT_GOAL,
-                          higher_is_better=False)
+    waits = result["capstone"]["tuned_heavier_step"]["wait_fractions"]
+    return result | judge("tuned_wait_fraction", waits, WAIT_GOAL, higher_is_better=False)
 
 
 #: The notebooks with GPU cells, by stem (``.ci/test-gpu-chapters`` reads this list), and the

@@ -81,7 +81,7 @@ def media(scale: str | None = None, backend: str = "torchcodec", num_workers: in
     pairs = paired_trials(decode(far), decode(near), pairs=rounds)
     med, lo, hi, level = median_interval([a / b for a, b in pairs])
     return result | {"keyframe_interval_far": gops[-1], "keyframe_interval_near": gops[0],
-               "clip_cost_ratio_far_over_near": med, "clip_cost_ratio_ci": [lo, hi],
-               "clip_cost_ratio_ci_level": round(level, 4),
-               "clip_ms_far": 1e3 * min(a for a, _ in pairs) / len(far),
-               "clip_ms_near": 1e3 * min(b for _, b in pairs) / len(near)}
+                     "clip_cost_ratio_far_over_near": med, "clip_cost_ratio_ci": [lo, hi],
+                     "clip_cost_ratio_ci_level": round(level, 4),
+                     "clip_ms_far": 1e3 * min(a for a, _ in pairs) / len(far),
+                     "clip_ms_near": 1e3 * min(b for _, b in pairs) / len(near)}

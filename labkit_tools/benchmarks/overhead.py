@@ -74,9 +74,9 @@ def meter_overhead(batches: int = 10_000, pairs: int = 41) -> dict:
     bare_s, _, _, _ = median_interval([a for a, _ in main])
     bare_rate = batches / bare_s
     floor_ns = clock_read_ns()
+    spread = max(a for a, _ in main) / min(a for a, _ in main) - 1
     result = {"batches": batches, "pairs": pairs, "bare_batches_per_s": bare_rate,
-              "bare_trial_spread_pct": 100 * (max(a for a, _ in main) / min(a for a, _ in main)
-                                              - 1)}
+              "bare_trial_spread_pct": 100 * spread}
     result |= judge("overhead_pct", [100 * (b / a - 1) for a, b in main], GOAL_PCT,
                     higher_is_better=False)
     result["overhead_ns_per_batch"] = 1e9 * result["overhead_pct"] / 100 * bare_s / batches
