@@ -33,8 +33,7 @@ LATENCY_S = 0.02
                                "95% interval; 1 request at a time and local disk printed beside")
 def objectstore_bench(scale: str | None = None, pairs: int = 7, in_flight: int = 16,
                       shard_kib: tuple[int, ...] | None = None) -> dict:
-    """Paired trials: GET every shard (the ``array`` fixture's rows in tar shards of the best
-    size in ``shard_kib``, ``in_flight`` at once) at 20 ms vs 0 ms first-byte latency."""
+    """Paired trials: every tar shard GET, ``in_flight`` at once, at 20 vs 0 ms latency."""
     scale = resolve_scale(scale)
     rows_n = {"ci": 8192, "workshop": 65536, "full": 262144}[scale]
     shard_kib = shard_kib or {"ci": (256, 1024, 4096), "workshop": (1024, 4096, 16384),

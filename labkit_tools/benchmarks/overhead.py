@@ -23,8 +23,7 @@ MIN_BATCHES_PER_S = 100_000
 
 
 def clock_read_ns(reads: int = 100_000) -> float:
-    """Nanoseconds one ``time.perf_counter()`` costs here (the meter's per-batch floor): CPU
-    clock, best of 5, less the empty loop around the reads."""
+    """Nanoseconds one ``time.perf_counter()`` costs (the meter's per-batch floor), CPU clock."""
     pc = time.perf_counter
 
     def reading():
