@@ -1,8 +1,4 @@
-"""``labkit doctor``: what this machine gives the chapters, and what to fix (ch. 00).
-
-Each check reads one fact the chapters depend on and, where it gets in a chapter's way, says
-what to install or change (``labkit lab`` prints the failing ones first).
-"""
+"""``labkit doctor``: each fact of this machine the chapters depend on, and what to fix (ch. 00)."""
 
 from __future__ import annotations
 
@@ -34,15 +30,17 @@ class Check:
     name: str
     ok: bool
     found: str
-    fix: str = ""  # what to do; empty where ``ok``
+    fix: str = ""  # what to do; emptied where ``ok``
+
+    def __post_init__(self):
+        if self.ok:
+            object.__setattr__(self, "fix", "")
 
 
 def _cores() -> Check:
     usable = usable_cores()
     found = f"{usable} usable by this process (os.cpu_count() says {os.cpu_count()})"
-    if usable >= 2:
-        return Check("cores", True, found)
-    return Check("cores", False, found,
+    return Check("cores", usable >= 2, found,
                  "one core: worker processes cannot run beside the main one, so chapters 03, 09 "
                  "and 16 show no speed-up; give the machine or container 2+ CPUs "
                  "(docker run --cpus=4, or a larger VM)")
@@ -56,9 +54,7 @@ def _shm(path: str = "/dev/shm") -> Check:  # a parameter so tests can point els
                      f"mount a tmpfs at {path} (mount -t tmpfs -o size=2g tmpfs {path})")
     usage = psutil.disk_usage(path)
     found = f"{usage.total / 2**20:,.0f} MiB, {usage.free / 2**20:,.0f} MiB free"
-    if usage.total >= SHM_NEEDED:
-        return Check("/dev/shm", True, found)
-    return Check("/dev/shm", False, found,
+    return Check("/dev/shm", usage.total >= SHM_NEEDED, found,
                  f"below {SHM_NEEDED // 2**20} MiB, workers' batches can fail with 'bus error': "
                  "in Docker, docker run --shm-size=2g (or --ipc=host); on Kubernetes, an "
                  "emptyDir with medium: Memory mounted at /dev/shm")
@@ -80,9 +76,7 @@ def _free_threading() -> Check:  # informational: chapter 09 reads it
 
 def _ffmpeg() -> Check:
     ok, reason = status("ffmpeg")
-    if ok:
-        return Check("FFmpeg libs", True, reason)
-    return Check("FFmpeg libs", False, reason,
+    return Check("FFmpeg libs", ok, reason,
                  f"chapter 15 needs FFmpeg's shared libraries ({FFMPEG_VERSIONS}): "
                  "apt-get install ffmpeg (Debian/Ubuntu), brew install ffmpeg (macOS) or "
                  "conda install -c conda-forge 'ffmpeg<9'")
@@ -91,11 +85,8 @@ def _ffmpeg() -> Check:
 def _browser(search: str | None = None) -> Check:
     search = search or os.environ.get("PATH", "") + os.pathsep + "/usr/bin"  # Debian's home
     found = {name: shutil.which(name, path=search) for name in ("chromium", "chromedriver")}
-    missing = [name for name, where in found.items() if where is None]
     text = ", ".join(f"{name} {where or 'missing'}" for name, where in found.items())
-    if not missing:
-        return Check("browser", True, text)
-    return Check("browser", False, text,
+    return Check("browser", None not in found.values(), text,
                  "only make test's real-browser test needs it: apt-get install chromium "
                  "chromium-driver (Debian/Ubuntu); the chapters run without it")
 

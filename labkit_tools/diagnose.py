@@ -1,10 +1,8 @@
 """``labkit diagnose MODULE:FACTORY``: what bounds your own loader, and a knob (chapter 13).
 
-Chapter 13's checklist as one command: the loader measured alone and against a simulated
-step, the bound, the data path's hotspot (cProfile in this process, ``num_workers=0``), a
-short verdict with chapter 09's worker arithmetic, and the roofline's ceiling. The factory
-is imported by module name (a file's folder goes on ``sys.path``), so spawn workers can
-import it too; one wall-clock limit covers it all, and its error names the phase.
+Chapter 13's checklist as one command: the loader alone and against a simulated step, the
+bound, the data path's hotspot (cProfile, ``num_workers=0``), a verdict with chapter 09's
+worker arithmetic, the roofline's ceiling; one wall-clock limit, its error naming the phase.
 """
 
 from __future__ import annotations
@@ -193,12 +191,8 @@ def _verdict(bound, loader_bps, one, step_bps, cpu_share, hs, cores, nw) -> dict
 
 def run_diagnose(target: str, *, step_ms: float | None = None, batches: int = 40,
                  timeline=None, time_limit_s: float | None = 120) -> Diagnosis:
-    """``labkit diagnose MODULE:FACTORY``: the loader ``factory()`` returns (a DataLoader or
-    any iterable of batches) diagnosed, with the ceiling it runs under (:func:`place_loader`).
-
-    ``step_ms``: the step to feed, simulated as a sleep (a GPU step the CPU waits on); None:
-    the loader alone. ``timeline``: draw a per-batch timeline PNG there (DataLoaders only).
-    """
+    """The loader ``factory()`` returns (a DataLoader or any iterable of batches) diagnosed;
+    ``step_ms``: a sleep (a GPU step the CPU waits on); ``timeline``: a PNG (DataLoaders only)."""
     if batches < 2:
         raise DiagnoseError(f"batches must be at least 2 (a rate needs two), not {batches}")
     if step_ms is not None and not step_ms > 0:
@@ -255,12 +249,16 @@ def run_diagnose(target: str, *, step_ms: float | None = None, batches: int = 40
             nw = obj.num_workers if is_dl else None
             suggestion = _verdict(bound, loader_bps, one, step_bps, cpu_share, hs, cores, nw)
             tl = None
-            if timeline is not None:
+            if timeline is not None and not is_dl:
+                tl = f"not drawn: {target}() returns a {type(obj).__name__}, not a DataLoader"
+            elif timeline is not None:
                 limit.phase = "recording the timeline"
-                tl = _timeline(obj, step, batches, timeline, target)
+                drawn = record_timeline(obj, step=step, max_batches=min(batches, 40), name=target)
+                Path(timeline).parent.mkdir(parents=True, exist_ok=True)
+                Path(timeline).write_bytes(png_bytes(drawn.plot(), dpi=100))
+                tl = str(timeline)
     finally:
-        # drop every reference to the loaders built here: torch stops their workers;
-        # whatever still runs after that is stopped by force
+        # drop the loaders built here (torch stops their workers); stop what still runs
         obj = src = inproc = None  # noqa: F841
         stop_processes([p for p in worker_processes() if p.pid not in before])
         gc.collect()  # spawn/forkserver queues keep named semaphores until collected
@@ -273,15 +271,6 @@ def run_diagnose(target: str, *, step_ms: float | None = None, batches: int = 40
         bytes_per_sample=alone.bytes_per_s / alone.samples_per_s if alone.samples_per_s else None)
     d.ceiling = place_loader(d)
     return d
-
-
-def _timeline(obj, step, batches, path, target) -> str:
-    if not isinstance(obj, DataLoader):
-        return f"not drawn: {target}() returns a {type(obj).__name__}, not a DataLoader"
-    tl = record_timeline(obj, step=step, max_batches=min(batches, 40), name=target)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_bytes(png_bytes(tl.plot(), dpi=100))
-    return str(path)
 
 
 def load_factory(spec: str):
@@ -316,9 +305,8 @@ def load_factory(spec: str):
 
 
 def place_loader(d: Diagnosis) -> dict:
-    """The ceiling a diagnosed loader runs under, and how far below it: the lower of its own
-    work (one process's rate x ``min(num_workers, cores)``) and, with workers, the
-    ``handover`` ceiling (measured now) x the batch size; ``{}`` without a batch size or rate."""
+    """The ceiling a diagnosed loader runs under: the lower of its own work x its processes
+    and, with workers, the ``handover`` ceiling; ``{}`` without a batch size or rate."""
     if not (d.samples_per_batch and d.one_process_batches_per_s and d.loader_batches_per_s):
         return {}
     nw = d.num_workers or 0

@@ -1,8 +1,7 @@
 """``labkit report``: checkpoint records side by side across runs and machines (chapter 00).
 
-Each record is one run (a chapter, a machine, a time); pandas pivots their observations into
-a table per chapter with each run's ratio to a baseline run. Markdown with a PNG beside it, or
-one self-contained HTML file (plots embedded, no scripts, nothing fetched).
+A table per chapter, a column per run with its ratio to a baseline run: Markdown with a PNG
+beside it, or one self-contained HTML file (plots embedded, no scripts, nothing fetched).
 """
 
 from __future__ import annotations
@@ -43,8 +42,8 @@ def run_labels(records: list[dict]) -> list[str]:
 def comparison(records: list[dict]) -> pd.DataFrame:
     """One row per (chapter, name, unit, config), one column per run (None where a run did
     not observe it); the same observation twice in one run is a second row, ``name (2)``."""
-    rows = []
-    for label, r in zip(run_labels(records), records, strict=True):
+    rows, labels = [], run_labels(records)
+    for label, r in zip(labels, records, strict=True):
         seen: dict[tuple, int] = {}
         for o in r["observations"]:
             key = (r["chapter"], o["name"], o["unit"], format_config(o.get("config")))
@@ -52,17 +51,15 @@ def comparison(records: list[dict]) -> pd.DataFrame:
             name = o["name"] if seen[key] == 1 else f"{o['name']} ({seen[key]})"
             rows.append([key[0], name, key[2], key[3], label, o["value"]])
     frame = pd.DataFrame(rows, columns=[*KEYS, "run", "value"])
-    wide = frame.pivot_table(index=KEYS, columns="run", values="value", aggfunc="first",
-                             sort=False)
-    wide = wide.reindex(columns=[lb for lb in run_labels(records) if lb in wide.columns])
+    wide = frame.pivot_table(index=KEYS, columns="run", values="value", aggfunc="first", sort=False)
+    wide = wide.reindex(columns=[lb for lb in labels if lb in wide.columns])
     wide.columns.name = None
     return wide.astype(object).where(wide.notna(), None).reset_index()
 
 
 def baselines(records: list[dict], baseline: str | None = None) -> dict[str, str]:
     """The baseline run per chapter: the first whose hostname or label is ``baseline`` or
-    whose records folder contains it, else the chapter's first run. A ``baseline`` that
-    matches no run raises a LabkitError listing the runs."""
+    whose records folder contains it, else the chapter's first run."""
     labels = run_labels(records)
 
     def matches(label, r):
@@ -86,8 +83,7 @@ def _number(v) -> bool:
 
 def chapter_table(records: list[dict], chapter: str, base: str | None,
                   wide: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One chapter's rows as text: its runs' values (``run N`` below each label), then each
-    other run's value divided by the baseline's (``run N ÷ run M``)."""
+    """One chapter's rows as text: its runs' values, then each other run's over the baseline's."""
     number = {lb: i for i, lb in enumerate(run_labels(records), 1)}
     wide = comparison(records) if wide is None else wide   # pivoted once by write_report
     part = wide.query("chapter == @chapter")
@@ -132,8 +128,7 @@ def environments(records: list[dict]) -> pd.DataFrame:
     """The machines side by side: a row per fact and package version, a column per distinct
     environment; ``differs`` marks the rows where a difference between machines is traced."""
     def facts(e):
-        cpu, mem, os_, th, data = (e.get(k) or {} for k in ("cpu", "memory", "os", "torch",
-                                                             "data"))
+        cpu, mem, os_, th, data = (e.get(k) or {} for k in ("cpu", "memory", "os", "torch", "data"))
         pools = sorted(f"{p.get('internal_api', '?')} x{p.get('num_threads', '?')}"
                        for p in e.get("threadpools") or [] if isinstance(p, dict))
         return {"hostname": e.get("hostname", "?"), "CPU": cpu.get("model", "?"),
@@ -165,8 +160,7 @@ def environments(records: list[dict]) -> pd.DataFrame:
 
 
 def plot(records: list[dict], chapter: str | None = None, wide: pd.DataFrame | None = None):
-    """Horizontal bars, one panel per (chapter, unit), one colour per run; None if a chapter
-    has no numbers."""
+    """Bars, a panel per (chapter, unit), a colour per run; None for a chapter without numbers."""
     wide = comparison(records) if wide is None else wide
     if chapter is not None:
         wide = wide[wide.chapter == chapter]
@@ -196,8 +190,7 @@ def plot(records: list[dict], chapter: str | None = None, wide: pd.DataFrame | N
 
 
 def report_format(out=None, fmt: str | None = None) -> str:
-    """``"html"`` or ``"md"``: ``fmt`` if given, else from ``out``'s suffix, else Markdown; a
-    LabkitError for an unknown format, a suffix that names neither, or the two disagreeing."""
+    """``"html"`` or ``"md"``: ``fmt`` if given, else from ``out``'s suffix, else Markdown."""
     if fmt is not None and fmt not in ("html", "md"):
         raise LabkitError(f"unknown report format {fmt!r}; use html or md")
     suffix = Path(out).suffix.lower() if out is not None else ""
@@ -219,8 +212,7 @@ def _md_table(frame: pd.DataFrame) -> list[str]:
 
 def write_report(dirs, out=None, fmt: str | None = None, baseline: str | None = None,
                  records: list[dict] | None = None) -> Path:
-    """Write the report (runs, environments, each chapter's observations with ratios to its
-    baseline run, plots); its path (default ``report.md`` / ``report.html`` here)."""
+    """Write the report; its path (default ``report.md`` / ``report.html`` here)."""
     fmt = report_format(out, fmt)
     records = load_records(dirs) if records is None else records
     base = baselines(records, baseline)
@@ -230,15 +222,14 @@ def write_report(dirs, out=None, fmt: str | None = None, baseline: str | None = 
     except OSError as e:
         raise LabkitError(f"cannot create the report's folder {out.parent}: {e}") from e
     folders = [str(d) for d in ([dirs] if isinstance(dirs, (str, Path)) else dirs)]
+    numbered = enumerate(zip(run_labels(records), records, strict=True), 1)
     runs = pd.DataFrame([{"#": i, "run": lb, "chapter": r["chapter"], "scale": r["scale"],
                           "labkit": r.get("labkit_version") or "?",
                           "constraints": "; ".join(map(str, r.get("constraints") or [])),
                           "folder": r["_folder"], "record": Path(r["_source"]).name}
-                         for i, (lb, r) in enumerate(zip(run_labels(records), records,
-                                                         strict=True), 1)])
+                         for i, (lb, r) in numbered])
     env = environments(records)
-    env.index = [f"{k} ≠" if d else k for k, d in zip(env.index, env.pop("differs"),
-                                                         strict=True)]
+    env.index = [f"{k} ≠" if d else k for k, d in zip(env.index, env.pop("differs"), strict=True)]
     chapters = list(dict.fromkeys(r["chapter"] for r in records))
     wide = comparison(records)   # every run's observations pivoted once, for every chapter
     intro = (f"{len(records)} checkpoint records from {', '.join(folders)}; written "

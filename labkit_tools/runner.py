@@ -1,8 +1,7 @@
 """``labkit run``: every chapter executed headless, notebooks and records kept (chapter 00).
 
-Each notebook runs in a fresh kernel at the chosen scale; its checkpoint record lands in the
-run's folder (``labkit report`` compares folders), and the executed notebook is rendered as
-one HTML file, plots inside, so a workshop can share what a machine showed.
+Each notebook's record lands in the run's folder (``labkit report`` compares folders), and
+it is rendered as one HTML file, plots inside, so a workshop can share what a machine showed.
 """
 
 from __future__ import annotations
@@ -39,8 +38,7 @@ def chapters(folder: Path | None = None) -> list[Path]:
     (``further/NNb_topic.ipynb``: depth a workshop skips, after the chapter it extends)."""
     folder = folder or paths.notebooks_dir()
     return sorted([*folder.glob("[0-9][0-9]_*.ipynb"),
-                   *(folder / "further").glob("[0-9][0-9][a-z]_*.ipynb")],
-                  key=lambda p: p.stem)
+                   *(folder / "further").glob("[0-9][0-9][a-z]_*.ipynb")], key=lambda p: p.stem)
 
 
 def resolve_notebooks(names: list[str] | None) -> list[Path]:
@@ -66,14 +64,9 @@ def resolve_notebooks(names: list[str] | None) -> list[Path]:
 def run_notebooks(names: list[str] | None = None, scale: str | None = None,
                   out: str | Path | None = None, timeout: int | None = None,
                   echo=print) -> list[NotebookRun]:
-    """Execute chapters in fresh kernels; one :class:`NotebookRun` per notebook.
-
-    Executed notebooks (and their HTML, and each kernel's stderr, ``NAME.kernel.log``) go to
-    ``out/notebooks``, records to ``out/records`` (default ``out``:
-    ``runs/<UTC time>-<host>-<scale>``); a failing chapter does not stop the others.
-    ``timeout``: seconds a cell may run (default: the scale's ``cell_timeout_s`` knob), a
-    guard against a hang, not a slow machine.
-    """
+    """Execute chapters in fresh kernels, a failing one not stopping the others: notebooks
+    (HTML, kernel stderr) to ``out/notebooks``, records to ``out/records``. ``timeout``:
+    seconds a cell may run (default: the scale's ``cell_timeout_s``), a guard against a hang."""
     import nbformat
     from jupyter_core.paths import jupyter_runtime_dir
     from nbclient import NotebookClient
@@ -97,10 +90,9 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
     with mock.patch.dict(os.environ, LABKIT_SCALE=scale, LABKIT_RECORDS=str(records.resolve())):
         for nb_path in notebooks:
             nb = nbformat.read(nb_path, as_version=4)
-            # IPC, not TCP, where the OS has Unix sockets: no "Kernel is running over TCP
-            # without encryption" per chapter. An absolute path (the default, relative,
-            # would not meet the kernel started in the chapter's folder), in a runtime
-            # folder made first (a fresh machine has none: ZMQError: No such file).
+            # IPC, not TCP (no "Kernel is running over TCP without encryption"): an absolute
+            # path (a relative one misses the kernel started in the chapter's folder), in a
+            # runtime folder made first (a fresh machine has none: ZMQError: No such file)
             runtime = Path(jupyter_runtime_dir())
             runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
             ipc = Config(KernelManager=dict(
@@ -144,20 +136,16 @@ def run_notebooks(names: list[str] | None = None, scale: str | None = None,
             if html_error:
                 status += f" (no HTML: nbconvert failed: {html_error})"
             echo(f"  {nb_path.stem:<32} {seconds:7.1f} s  {status}")
-            _write_summary(out / "run.json", scale, results)
+            # each notebook's wall time, for the course's minutes (CONTRIBUTING), written
+            # after each notebook: a run stopped midway keeps what it ran
+            (out / "run.json").write_text(json.dumps({
+                "scale": scale, "host": socket.gethostname(), "cpus": os.cpu_count(),
+                "platform": platform.platform(), "python": platform.python_version(),
+                "notebooks": {r.name: {"ok": r.ok, "seconds": round(r.seconds, 1),
+                                       "load_1min": r.load} for r in results},
+            }, indent=1) + "\n", encoding="utf-8")
     n_rec = len(list(records.glob("*.json"))) if records.exists() else 0
     echo(f"{sum(r.ok for r in results)}/{len(results)} chapters ok; {n_rec} record(s) in "
          f"{records}\nrendered notebooks (HTML, plots inside): {out / 'notebooks'}"
          f"\ncompare runs with: labkit report {records}")
     return results
-
-
-def _write_summary(path: Path, scale: str, results: list[NotebookRun]) -> None:
-    """``run.json``: each notebook's wall time, for the course's minutes (CONTRIBUTING).
-    Written again after each notebook, so a run stopped midway keeps what it ran."""
-    path.write_text(json.dumps({
-        "scale": scale, "host": socket.gethostname(), "cpus": os.cpu_count(),
-        "platform": platform.platform(), "python": platform.python_version(),
-        "notebooks": {r.name: {"ok": r.ok, "seconds": round(r.seconds, 1), "load_1min": r.load}
-                      for r in results},
-    }, indent=1) + "\n", encoding="utf-8")

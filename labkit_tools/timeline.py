@@ -1,9 +1,8 @@
 """``labkit diagnose --timeline``: who made each batch, when, how long the loop waited (13b).
 
-Each worker stamps every batch it makes (start, samples fetched, collated) into a file of
-its own, the loop its waits and steps, all on ``time.perf_counter`` (one monotonic clock for
-the machine). The dataset and collate are wrapped; torch hands batches out in turn
-(``in_order=True``): worker ``w``'s ``k``-th batch is batch ``k * num_workers + w``.
+Each worker stamps every batch it makes (start, fetched, collated) into a file of its own,
+the loop its waits and steps, on ``time.perf_counter`` (one monotonic clock for the machine).
+Torch hands batches out in turn: worker ``w``'s ``k``-th batch is ``k * num_workers + w``.
 """
 
 from __future__ import annotations
@@ -26,11 +25,6 @@ clock = time.perf_counter
 # Per process (each worker has its own copy): when the batch being made started, and how
 # many batches this process has finished. Set by the dataset wrapper, read by the collate one.
 _state: dict = {"start": None, "fetched": None, "seq": 0}
-
-
-def _worker() -> tuple[int, int]:
-    info = get_worker_info()
-    return (info.id, info.num_workers) if info is not None else (-1, 0)
 
 
 class _TimedMap:
@@ -76,11 +70,11 @@ class _TimedCollate:
         start = _state["start"]
         if start is None:  # an iterable dataset's later batches: started when the last ended
             start = _state.get("end", fetched)
-        wid, nw = _worker()
-        line = f"{wid}\t{os.getpid()}\t{nw}\t{_state['seq']}\t{start!r}\t{fetched!r}\t{end!r}\n"
+        info, pid = get_worker_info(), os.getpid()
+        wid, nw = (info.id, info.num_workers) if info is not None else (-1, 0)
+        line = f"{wid}\t{pid}\t{nw}\t{_state['seq']}\t{start!r}\t{fetched!r}\t{end!r}\n"
         # one write per batch with O_APPEND to this process's own file, kept open (a fork
         # inherits the parent's descriptor, so it is keyed by pid): never interleaved
-        pid = os.getpid()
         if _state.get("fd", (None, None))[0] != (pid, self.log_dir):
             _state["fd"] = ((pid, self.log_dir), os.open(
                 os.path.join(self.log_dir, f"{pid}.tsv"), os.O_WRONLY | os.O_CREAT | os.O_APPEND))
@@ -90,8 +84,7 @@ class _TimedCollate:
 
 
 def same_batches(loader: DataLoader, dataset, **kw) -> DataLoader:
-    """A DataLoader over ``dataset`` (``loader``'s or a wrapper of it) cutting the batches
-    ``loader`` cuts (its sampler or batch sampler, its batch size); ``kw``: the rest."""
+    """A DataLoader over ``dataset`` (``loader``'s or a wrapper) cutting ``loader``'s batches."""
     if isinstance(loader.dataset, IterableDataset):
         return DataLoader(dataset, batch_size=loader.batch_size, drop_last=loader.drop_last, **kw)
     if loader.batch_sampler is not None:  # batch_size= built one; or the learner passed it
@@ -100,11 +93,8 @@ def same_batches(loader: DataLoader, dataset, **kw) -> DataLoader:
 
 
 def timed_loader(loader: DataLoader, log_dir: str, **knobs):
-    """A copy of ``loader`` whose workers stamp every batch into ``log_dir`` (see the module).
-
-    The copy keeps the batches (sampler, collate, start method); ``knobs`` may change
-    ``num_workers`` and ``persistent_workers``; with workers it never waits forever.
-    """
+    """A copy of ``loader`` (the same batches, collate, start method) whose workers stamp every
+    batch into ``log_dir``; ``knobs``: ``num_workers``, ``persistent_workers``."""
     ds = loader.dataset
     timed = _TimedIterable(ds) if isinstance(ds, IterableDataset) else _TimedMap(ds)
     nw = knobs.get("num_workers", loader.num_workers)
@@ -126,12 +116,9 @@ COLORS = {"fetch": "#4C72B0", "collate": "#DD8452", "wait": "#C44E52", "step": "
 
 @dataclass
 class Timeline:
-    """What one pass looked like: per-batch worker spans and the loop's waits and steps.
-
-    ``batches``: dicts with ``batch``, ``worker`` (-1: the main process), ``pid``,
-    ``start``, ``fetched``, ``end`` (seconds since ``iter()``). ``loop``: dicts with
-    ``batch``, ``asked`` (``next()`` called), ``got`` (batch in hand), ``done`` (step over).
-    """
+    """One pass: ``batches`` (``batch``, ``worker`` (-1: the main process), ``pid``, ``start``,
+    ``fetched``, ``end``: seconds since ``iter()``) and ``loop`` (``batch``, ``asked``: next()
+    called, ``got``: batch in hand, ``done``: step over)."""
 
     name: str
     num_workers: int
@@ -147,11 +134,8 @@ class Timeline:
         return wait_fraction(wait, self.loop[-1]["done"] - self.loop[0]["done"])
 
     def plot(self, title: str | None = None):
-        """Lanes: one per worker (fetch, collate; batch numbers), the loop's (wait, step).
-
-        Gaps in a worker lane: its queue is full (the step is the bound); a loop lane
-        mostly red: the loop waits for data (the loader is). Returns the figure (no pyplot).
-        """
+        """A lane per worker (fetch, collate) and the loop's (wait, step); no pyplot. Gaps in a
+        worker lane: its queue is full (the step is the bound); a red loop: the loader is."""
         from matplotlib.patches import Patch
 
         workers = sorted({b["worker"] for b in self.batches})
@@ -181,8 +165,7 @@ class Timeline:
 
 def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = None,
                     name: str | None = None, **knobs) -> Timeline:
-    """One pass of a stamped copy of ``loader`` (``knobs``: ``num_workers``,
-    ``persistent_workers``), ``step`` called with every batch; its workers stopped after."""
+    """One pass of a stamped copy of ``loader`` (``knobs``: as :func:`timed_loader`'s)."""
     log_dir = tempfile.mkdtemp(prefix="labkit-timeline-")
     _state.update(start=None, seq=0)  # num_workers=0 stamps in this process; fork copies it
     _state.pop("end", None)
@@ -206,21 +189,20 @@ def record_timeline(loader: DataLoader, *, step=None, max_batches: int | None = 
         finally:
             del it  # torch stops the workers now: every line they wrote is in its file
         return Timeline(name=name or f"num_workers={nw}", num_workers=nw,
-                        batches=_read(log_dir, t0, len(loop)), loop=loop)
+                        batches=_read(log_dir, t0), loop=loop)
     finally:
         close_log()
         shutil.rmtree(log_dir, ignore_errors=True)
 
 
 def close_log() -> None:
-    """Close the timeline file this process holds open (after iterating a
-    :func:`timed_loader` yourself); one inherited through ``fork()`` is left alone."""
+    """Close the timeline file this process holds open (one inherited by ``fork()`` stays)."""
     key, fd = _state.pop("fd", (None, None))
     if fd is not None and key[0] == os.getpid():
         os.close(fd)
 
 
-def _read(log_dir: str, t0: float, n_batches: int) -> list[dict]:
+def _read(log_dir: str, t0: float) -> list[dict]:
     rows = []
     for fname in os.listdir(log_dir):
         with open(os.path.join(log_dir, fname)) as f:
@@ -231,6 +213,5 @@ def _read(log_dir: str, t0: float, n_batches: int) -> list[dict]:
                 rows.append({"batch": batch, "worker": wid, "pid": int(pid),
                              "start": float(start) - t0, "fetched": float(fetched) - t0,
                              "end": float(end) - t0})
-    rows.sort(key=lambda r: r["batch"])
     # prefetched batches the loop never took are kept: they show the queue filling up
-    return rows
+    return sorted(rows, key=lambda r: r["batch"])

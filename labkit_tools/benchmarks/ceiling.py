@@ -1,8 +1,7 @@
 """What parallelism this machine gives right now (chapters 06, 10, 15: the workers' ceiling).
 
-On a shared machine N workers on N cores cannot reach N x one worker. So the benchmarks
-measure the ceiling (N processes burning fixed CPU work against one, interleaved), and a
-miss the machine caused is ``inconclusive`` (machine busy), not the loader's failure.
+On a shared machine N workers cannot reach N x one worker: a miss the machine caused (N
+processes burning fixed CPU work get less) is ``inconclusive``, not the loader's failure.
 """
 
 from __future__ import annotations
@@ -50,10 +49,8 @@ def _run(n: int, iterations: int) -> float:
 
 
 def available_parallelism(n: int, pairs: int = 3, work_s: float = 0.1) -> dict:
-    """How many times one process's rate ``n`` processes get now: median and range of pairs.
-
-    ``n x t(1) / t(n)`` for ``pairs`` interleaved (1, n) runs of about ``work_s`` each.
-    """
+    """How many times one process's rate ``n`` processes get now: ``n x t(1) / t(n)``, median
+    and range over ``pairs`` interleaved (1, n) runs of about ``work_s`` each."""
     t = time.perf_counter()
     _burn(100_000)
     iterations = max(10_000, int(100_000 * work_s / max(1e-6, time.perf_counter() - t)))
@@ -93,10 +90,8 @@ def capped_verdict(name: str, result: dict, cap: float, goal: float, why: str) -
 
 def worker_scaling(dataset, goal: float, num_workers: int | None = None,
                    batch_size: int = 256, rounds: int = 7, unit: str = "samples") -> dict:
-    """``dataset`` in the main process (one core) against ``num_workers`` warmed persistent
-    workers (default: the usable cores), chapters 10 and 15: ``rounds`` interleaved pairs of
-    passes, each ``ratio`` the workers' rate over the single rate x min(num_workers, cores),
-    judged against ``goal`` and the machine's parallelism (:func:`busy_verdict`)."""
+    """``dataset`` in the main process against ``num_workers`` warm workers (default: the
+    cores), ``ratio`` over the ideal min(num_workers, cores), judged by :func:`busy_verdict`."""
     cores = usable_cores()
     n = num_workers or cores
     ideal = min(n, cores)

@@ -21,10 +21,8 @@ GOAL = 0.85
                           "the goal)")
 def decode(scale: str | None = None, decoder: str = "pil", num_workers: int | None = None,
            batch_size: int = 256, samples: int = 4096, rounds: int = 7) -> dict:
-    """JPEG decode (read + decode + to tensor + collate) in ``num_workers`` workers (default:
-    the usable cores) against the main process, by :func:`.ceiling.worker_scaling`. Batches
-    of 256: with 64, each batch's ~1-3 ms hand-over is most of what is timed
-    (``batch_size=64`` shows it)."""
+    """JPEG read, decode and collate by :func:`.ceiling.worker_scaling`. Batches of 256: with
+    64, each batch's ~1-3 ms hand-over is most of what is timed."""
     fx = fixture("images", resolve_scale(scale), progress=False)
     images = ImageFolderDataset(fx, decoder=decoder)
     ds = Subset(images, [i % len(images) for i in range(samples)])  # a pass long enough to time

@@ -1,7 +1,4 @@
-"""``labkit bench formats``: LMDB and HDF5 random reads against a memmap of the same rows (ch. 12).
-
-The figures are each side's fastest pass (on a shared machine noise only slows a pass).
-"""
+"""``labkit bench formats``: LMDB and HDF5 random reads against a memmap of the same rows (12)."""
 
 from __future__ import annotations
 
@@ -42,8 +39,8 @@ def _best(ds, num_workers: int, batch_size: int, trials: int) -> float:
                            "of the same rows; HDF5 chunked vs contiguous printed")
 def formats_bench(scale: str | None = None, num_workers: int = 2, batch_size: int = 64,
                   trials: int = 3, rows: int | None = None) -> dict:
-    """Random-order reads of the same rows: memmap and LMDB with ``num_workers`` workers,
-    HDF5 contiguous and chunked (64 rows, and gzip) in the main process."""
+    """Random-order reads of the same rows: memmap and LMDB with ``num_workers`` workers, HDF5
+    in the main process; each side's fastest pass (on a shared machine noise only slows one)."""
     scale = resolve_scale(scale)
     fx = fixture("array", scale)
     n = min(rows or ROWS[scale], fx.samples)
@@ -62,14 +59,11 @@ def formats_bench(scale: str | None = None, num_workers: int = 2, batch_size: in
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     ratio = lmdb_rate / memmap
-    return {
-        "scale": scale, "rows": n, "num_workers": num_workers, "batch_size": batch_size,
-        "memmap_random_samples_per_s": memmap, "lmdb_random_samples_per_s": lmdb_rate,
-        "lmdb_vs_memmap": ratio,
-        "hdf5_contiguous_samples_per_s": h5["contiguous"],
-        "hdf5_chunked_samples_per_s": h5["chunked"],
-        "hdf5_chunked_gzip_samples_per_s": h5["gzip"],
-        "hdf5_chunked_vs_contiguous": h5["chunked"] / h5["contiguous"],
-        "versions": versions(["lmdb", "h5py", "numpy", "torch"]),
-        "goal_met": bool(ratio >= 0.5),
-    }
+    return {"scale": scale, "rows": n, "num_workers": num_workers, "batch_size": batch_size,
+            "memmap_random_samples_per_s": memmap, "lmdb_random_samples_per_s": lmdb_rate,
+            "lmdb_vs_memmap": ratio, "hdf5_contiguous_samples_per_s": h5["contiguous"],
+            "hdf5_chunked_samples_per_s": h5["chunked"],
+            "hdf5_chunked_gzip_samples_per_s": h5["gzip"],
+            "hdf5_chunked_vs_contiguous": h5["chunked"] / h5["contiguous"],
+            "versions": versions(["lmdb", "h5py", "numpy", "torch"]),
+            "goal_met": bool(ratio >= 0.5)}

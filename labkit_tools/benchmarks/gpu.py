@@ -1,10 +1,7 @@
 """``labkit bench gpu``: the accelerator side, measured where a CUDA GPU is (chapters 09, 10, 16).
 
-What the chapters type, timed: host-to-device per batch size and a GPU step's data-wait,
-plain and side-stream prefetched (09), nvJPEG against the CPU decoders (10), the capstone's
-pipeline naive beside tuned (16); ``{"skipped": reason}`` without CUDA. NVDEC (15b) is not
-here: PyPI's torchcodec is a CPU build. :data:`GPU_CHAPTERS` and :func:`gpu_cells_not_run`
-are ``make test-gpu``'s chapter check.
+Host-to-device, a GPU step's data-wait plain and prefetched (09), nvJPEG vs the CPU decoders
+(10), the capstone naive and tuned (16); not NVDEC (15b): PyPI's torchcodec is a CPU build.
 """
 
 from __future__ import annotations
@@ -94,20 +91,16 @@ def host_to_device(sizes_mib=(1, 4, 16, 64), repeats: int = 10) -> dict:
         n = mib * MIB
         pageable = torch.randint(0, 255, (n,), dtype=torch.uint8)
         pinned = pageable.pin_memory()
-        ways = {
-            "pageable": lambda t=pageable: t.to(DEV),
-            "pin_in_loop": lambda t=pageable: t.pin_memory().to(DEV, non_blocking=True),
-            "pinned": lambda t=pinned: t.to(DEV, non_blocking=True),
-        }
+        ways = {"pageable": lambda t=pageable: t.to(DEV),
+                "pin_in_loop": lambda t=pageable: t.pin_memory().to(DEV, non_blocking=True),
+                "pinned": lambda t=pinned: t.to(DEV, non_blocking=True)}
         row = {w: _spread([n / s / 1e9 for s in _timed(f, repeats)]) for w, f in ways.items()}
-        # A worker DataLoader's hand-over + pin thread + copy, beside the same loader without
-        # pin_memory (the control); persistent workers and a warm-up pass (review 09-F4:
-        # fresh workers per pass, timing the first move into shared memory, read as slow)
+        # A worker DataLoader's hand-over + pin thread + copy, beside it without pin_memory;
+        # persistent workers and a warm-up pass (09-F4: fresh workers read as slow)
         for pin, name in ((True, "dataloader_pin_thread"), (False, "dataloader_pageable")):
             same = [pageable] * (repeats * 4)  # one tensor: a worker hands over its handle
-            loader = DataLoader(same, batch_size=None, num_workers=2,
-                                pin_memory=pin, persistent_workers=True,
-                                timeout=WORKER_TIMEOUT_S)
+            loader = DataLoader(same, batch_size=None, num_workers=2, pin_memory=pin,
+                                persistent_workers=True, timeout=WORKER_TIMEOUT_S)
             passes = []
             for i in range(4):  # pass 0: the warm-up
                 t0 = time.perf_counter()
@@ -142,9 +135,8 @@ def _gpu_step(target_ms: float, dim: int = 4096):
 
 def prefetch_wait(batch: int = 128, size: int = 224, batches: int = 48, step_ms: float = 8.0,
                   repeats: int = 3, dim: int = 4096) -> dict:
-    """Data-wait of the plain loop vs the CUDA-stream prefetcher with a real GPU step, from a
-    pinned worker DataLoader and from batches already in host memory (pinned, pageable):
-    the plain loop copies on the default stream, so its copy runs before the step."""
+    """Data-wait of the plain loop vs the CUDA-stream prefetcher with a real GPU step: the
+    plain loop copies on the default stream, so its copy runs before the step."""
     workers = max(2, min(8, usable_cores() - 1))
     host = [torch.randint(0, 255, (batch, 3, size, size), dtype=torch.uint8) for _ in range(4)]
     pinned = [x.pin_memory() for x in host]
@@ -171,8 +163,7 @@ def prefetch_wait(batch: int = 128, size: int = 224, batches: int = 48, step_ms:
         return loop
 
     out = {"batch_mib": batch * 3 * size * size / MIB, "batches": batches, "workers": workers,
-           "matmuls_per_step": k,
-           "step_ms_alone": _spread([s / batches * 1e3 for s in alone])}
+           "matmuls_per_step": k, "step_ms_alone": _spread([s / batches * 1e3 for s in alone])}
     loops = {"loader_plain": plain(loader), "loader_prefetcher": prefetched(loader),
              "pinned_plain": plain(in_memory), "pinned_prefetcher": prefetched(in_memory),
              "pageable_plain": plain(pageable, non_blocking=False)}
@@ -197,12 +188,10 @@ def decode_rates(n: int = 256, batch: int = 64) -> dict:
     """nvJPEG images/s against the fastest CPU decoder's, one core and times the cores."""
     blobs = _photo_jpegs(n)
     name, rates = fastest_decoder(blobs)
-    gpu = [gpu_decode_rate(blobs, batch_size=batch, repeats=1)["samples_per_s"]
-           for _ in range(5)]
+    gpu = [gpu_decode_rate(blobs, batch_size=batch, repeats=1)["samples_per_s"] for _ in range(5)]
     cores = usable_cores()
-    return {"images": n, "px": 512, "cpu_decoder": name,
-            "cpu_one_core_images_per_s": rates[name], "cores": cores,
-            "cpu_all_cores_images_per_s_bound": rates[name] * cores,
+    return {"images": n, "px": 512, "cpu_decoder": name, "cpu_one_core_images_per_s": rates[name],
+            "cores": cores, "cpu_all_cores_images_per_s_bound": rates[name] * cores,
             "nvjpeg_images_per_s": _spread(gpu)}
 
 
@@ -232,9 +221,8 @@ def capstone_wait(n: int = 4096, batch: int = 64, repeats: int = 10, dim: int = 
     cores = usable_cores()
 
     def tuned(workers):
-        return DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers,
-                          pin_memory=True, persistent_workers=True, prefetch_factor=4,
-                          timeout=WORKER_TIMEOUT_S)
+        return DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers, pin_memory=True,
+                          persistent_workers=True, prefetch_factor=4, timeout=WORKER_TIMEOUT_S)
 
     out = {"decoder": name, "cores": cores, "batch_size": batch, "step": small.label,
            "decode_one_core_samples_per_s": rates[name],
@@ -279,33 +267,27 @@ def capstone_wait(n: int = 4096, batch: int = 64, repeats: int = 10, dim: int = 
                        "the CUDA-stream prefetcher's data-wait and nvJPEG vs CPU decode "
                        "printed beside. Without CUDA: skipped, with the reason")
 def gpu() -> dict:
-    """Every GPU figure of issue 34 in one run; ``{"skipped": why}`` without CUDA."""
+    """Every GPU figure of issue 34; ``{"skipped": why}`` without CUDA."""
     ok, reason = status("cuda")
     if not ok:
         return {"skipped": reason, "verdict": "skipped"}
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "cuda": torch.version.cuda, "cores": usable_cores()}
-    result["host_to_device_gb_s"] = host_to_device()
-    result["prefetch"] = prefetch_wait()
-    result["decode"] = decode_rates()
-    result["capstone"] = capstone_wait()
-    return result | judge("tuned_wait_fraction",
-                          result["capstone"]["tuned_heavier_step"]["wait_fractions"], WAIT_GOAL,
-                          higher_is_better=False)
+              "cuda": torch.version.cuda, "cores": usable_cores(),
+              "host_to_device_gb_s": host_to_device(), "prefetch": prefetch_wait(),
+              "decode": decode_rates(), "capstone": capstone_wait()}
+    waits = result["capstone"]["tuned_heavier_step"]["wait_fractions"]
+    return result | judge("tuned_wait_fraction", waits, WAIT_GOAL, higher_is_better=False)
 
 
 #: The notebooks with GPU cells, by stem (``.ci/test-gpu-chapters`` reads this list), and the
 #: probe (``lk.status``) each one's GPU path needs; each records ``gpu_paths`` ("ran" or why not).
 GPU_CHAPTERS = {"09_prefetch": "cuda", "09b_pinned_memory_and_streams": "cuda",
                 "10_decode_and_augment": "cuda", "10b_decode_less_and_gpu": "gpu_decode",
-                "13_profiling": "cuda", "15b_audio_spdl_nvdec": "media_gpu",
-                "16_capstone": "cuda"}
+                "13_profiling": "cuda", "15b_audio_spdl_nvdec": "media_gpu", "16_capstone": "cuda"}
 
 
 def gpu_cells_not_run(records_dir, chapters=tuple(GPU_CHAPTERS), leave_out=()) -> list[str]:
-    """``make test-gpu``'s check after ``chapters`` ran beside a GPU: a line for each whose
-    newest record under ``records_dir`` is missing, has no ``gpu_paths`` or says its GPU cells
-    did not run; one whose probe is in ``leave_out`` is not asked. Empty: every GPU cell ran."""
+    """``make test-gpu``'s check: a line for each chapter whose GPU cells did not run."""
     newest = {r["chapter"]: r for r in load_records(records_dir)}  # oldest first
     problems = []
     for chapter in chapters:

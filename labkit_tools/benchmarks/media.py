@@ -20,8 +20,7 @@ GOAL = 0.8
 
 @functools.cache
 def _decoder(pid: int, path: str):
-    """One torchcodec ``VideoDecoder`` per file and process (keyed by ``pid``: one opened
-    before a fork is not reused in the child)."""
+    """One ``VideoDecoder`` per file and process (one opened before a fork is not reused)."""
     from torchcodec.decoders import VideoDecoder
 
     return VideoDecoder(path, seek_mode="exact", num_ffmpeg_threads=1)
@@ -60,11 +59,8 @@ def _plan(fx, gop: int, clips: int, frames: int, seed: int) -> _Clips:
                          "over a 1-frame one")
 def media(scale: str | None = None, backend: str = "torchcodec", num_workers: int | None = None,
           clips: int = 192, frames: int = 16, batch_size: int = 16, rounds: int = 7) -> dict:
-    """Random clips (``frames`` consecutive frames, 1 s keyframe interval) decoded by
-    torchcodec in workers against the main process (:func:`.ceiling.worker_scaling`); then
-    one process's cost of a random clip at the far keyframe interval over an every-frame one.
-    Batches of 16: at ci's 64 px a clip decodes in ~2 ms, and batches of 4 time the
-    per-batch hand-over instead (``batch_size=4`` shows it)."""
+    """Random clips by :func:`.ceiling.worker_scaling`. Batches of 16: at ci's 64 px a clip
+    decodes in ~2 ms, and batches of 4 time the per-batch hand-over instead."""
     scale = resolve_scale(scale)
     fx = fixture("videos", scale, progress=False)
     gops = sorted(fx.meta["gops"])
@@ -75,7 +71,6 @@ def media(scale: str | None = None, backend: str = "torchcodec", num_workers: in
               "clip_frames": frames, "clips": len(ds),
               **worker_scaling(ds, GOAL, num_workers, batch_size, rounds, unit="clips")}
 
-    # a random clip's cost: far keyframes (the largest interval) against every-frame ones
     far, near = (_plan(fx, g, 12, frames, seed=2) for g in (gops[-1], gops[0]))
     for d in (far, near):  # open the decoders (scanning the file) outside the clock
         d[0]
@@ -86,7 +81,7 @@ def media(scale: str | None = None, backend: str = "torchcodec", num_workers: in
     pairs = paired_trials(decode(far), decode(near), pairs=rounds)
     med, lo, hi, level = median_interval([a / b for a, b in pairs])
     return result | {"keyframe_interval_far": gops[-1], "keyframe_interval_near": gops[0],
-               "clip_cost_ratio_far_over_near": med, "clip_cost_ratio_ci": [lo, hi],
-               "clip_cost_ratio_ci_level": round(level, 4),
-               "clip_ms_far": 1e3 * min(a for a, _ in pairs) / len(far),
-               "clip_ms_near": 1e3 * min(b for _, b in pairs) / len(near)}
+                     "clip_cost_ratio_far_over_near": med, "clip_cost_ratio_ci": [lo, hi],
+                     "clip_cost_ratio_ci_level": round(level, 4),
+                     "clip_ms_far": 1e3 * min(a for a, _ in pairs) / len(far),
+                     "clip_ms_near": 1e3 * min(b for _, b in pairs) / len(near)}

@@ -19,9 +19,8 @@ GOAL = 0.7
                         "memmap skips read()'s kernel-to-user copy but takes page faults, so "
                         "it can come out above 1x)")
 def mmap_read(mib: int = 256, batch_kib: int = 256, pairs: int = 9) -> dict:
-    """Warm page cache: a file copied out in ``batch_kib`` chunks into a reused buffer through
-    a fresh ``np.memmap`` (its page faults count) vs ``f.readinto``; ``pairs`` interleaved
-    trials on this process's CPU clock."""
+    """Warm page cache: a file copied out in chunks through a fresh ``np.memmap`` (its page
+    faults count) vs ``f.readinto``, paired trials on the CPU clock."""
     nbytes, chunk = mib << 20, batch_kib << 10
     with tempfile.TemporaryDirectory(prefix="labkit-bench-mmap-") as tmp:
         path = os.path.join(tmp, "data.raw")

@@ -22,12 +22,8 @@ WAIT_GOAL = 0.05
                             "received costs the main process ~1-3 ms of wait)")
 def prefetch(ms_per_sample: float = 2.0, batch_size: int = 32, batches: int = 24,
              repeats: int = 5) -> dict:
-    """Data-wait of a naive loader (``num_workers=0``) vs the one :func:`suggest_loader` tunes.
-
-    Each sample costs ``ms_per_sample`` of CPU; the step sleeps as long as one process takes
-    per batch. The tuned loader's capacity alone verifies the suggestion; a busy machine
-    that keeps it below 1.2x the step rate gets a step of capacity / 1.25 (``step_adjusted``).
-    """
+    """A naive loader vs the one :func:`suggest_loader` tunes; a busy machine that keeps the
+    tuned capacity below 1.2x the step rate gets a step of capacity / 1.25 (``step_adjusted``)."""
     ds = WorkDataset(batch_size * batches, ms=ms_per_sample, kind="busy")
     naive = DataLoader(ds, batch_size=batch_size)
     alone = measure(naive, repeats=repeats, max_batches=max(10, batches // 3), name="naive alone")
@@ -59,20 +55,17 @@ def prefetch(ms_per_sample: float = 2.0, batch_size: int = 32, batches: int = 24
     result = {
         "ms_per_sample": ms_per_sample, "batch_size": batch_size, "cores": usable_cores(),
         "repeats": repeats, "worker_batches_per_s": worker_rate, "step_ms": step.label,
-        "step_batches_per_s": step_rate,
-        "suggested_num_workers": s.num_workers, "suggested_prefetch_factor": s.prefetch_factor,
-        "suggestion": s.reason, "expected_capacity_batches_per_s": s.expected_capacity,
+        "step_batches_per_s": step_rate, "suggested_num_workers": s.num_workers,
+        "suggested_prefetch_factor": s.prefetch_factor, "suggestion": s.reason,
+        "expected_capacity_batches_per_s": s.expected_capacity,
         "tuned_capacity_batches_per_s": capacity, "suggestion_verified": bool(verified),
-        "step_adjusted": bool(adjusted),
-        "naive_wait_over_step": m_naive.wait_s / m_naive.compute_s,
+        "step_adjusted": bool(adjusted), "naive_wait_over_step": m_naive.wait_s / m_naive.compute_s,
         "naive_wait_fraction_of_loop": m_naive.wait_fraction,
         "tuned_wait_fraction_of_loop": m_tuned.wait_fraction,
         "tuned_batch_wait_p50_ms": m_tuned.latency_ms(50),
-        "naive_samples_per_s": m_naive.samples_per_s, "tuned_samples_per_s": m_tuned.samples_per_s,
-    }
-    result |= judge("capacity_over_step",
-                    [p.samples_per_s / batch_size / step_rate for p in m_capacity.passes],
-                    CAPACITY_GOAL)
+        "naive_samples_per_s": m_naive.samples_per_s, "tuned_samples_per_s": m_tuned.samples_per_s}
+    result |= judge("capacity_over_step", [p.samples_per_s / batch_size / step_rate
+                                           for p in m_capacity.passes], CAPACITY_GOAL)
     result |= judge("tuned_wait_over_step",
                     [float(p.wait.sum() / p.compute.sum()) for p in m_tuned.passes], WAIT_GOAL,
                     higher_is_better=False)

@@ -1,8 +1,7 @@
 """The benchmark registry and its printout (the benchmarks of chapters 02, 06, 09, 10, 11).
 
-A benchmark is a function registered under a name with the goal it judges, returning a
-JSON-ready dict of figures; a judged figure comes with ``NAME_ci``, ``NAME_ci_level`` and
-``NAME_verdict`` (``labkit.instruments.stats.judge``).
+A benchmark returns a JSON-ready dict of figures; a judged figure comes with ``NAME_ci``,
+``NAME_ci_level`` and ``NAME_verdict`` (``labkit.instruments.stats.judge``).
 """
 
 from __future__ import annotations
@@ -29,8 +28,7 @@ def benchmark(name: str, goal: str):
 
 
 def run_benchmark(name: str, **kwargs) -> dict:
-    """Run the named benchmark (``labkit bench NAME``): its figures, JSON-ready, with its
-    ``verdict`` (if it gave none, :func:`overall` of its judged figures') and ``goal_met``."""
+    """The named benchmark's figures, with a ``verdict`` (:func:`overall`) and ``goal_met``."""
     if name not in BENCHMARKS:
         raise KeyError(f"no benchmark named {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
     fn = BENCHMARKS[name]
@@ -85,12 +83,10 @@ def _leaves(value, key: str = ""):
 
 
 def record_result(result: dict, folder) -> Path:
-    """Write a benchmark's figures as a checkpoint record ``bench_NAME`` in ``folder``
-    (``labkit bench NAME --records DIR``), for ``labkit report`` beside chapter records."""
+    """A benchmark's figures as the checkpoint record ``bench_NAME`` in ``folder``."""
     ck = Checkpoint(f"bench_{result['benchmark']}", records_dir=folder)
     ck.constraint(result["goal"])
-    for key, value in _leaves({k: v for k, v in result.items() if k not in ("benchmark",
-                                                                           "goal")}):
+    for key, value in _leaves({k: v for k, v in result.items() if k not in ("benchmark", "goal")}):
         if isinstance(value, str) and len(value) > 200:
             value = value[:197] + "..."
         unit = "count" if key.endswith(".n") else next(  # .n: how many values a spread has

@@ -1,11 +1,8 @@
 """``labkit bench tokens``: random token windows vs a plain copy, packing, resume (chapter 11).
 
-Three goals of a language model's loader on chapter 11's ``corpus`` fixture, with the
-mechanisms 11, 11b and 11c type: random ``(T + 1)``-token windows (nanoGPT's ``get_batch``;
-the faster of rows of the window view and a slice per window) against one contiguous copy of
-as many bytes (the ceiling); best-fit decreasing packing's padding (11b); and a document
-epoch (11c) stopped with two workers and resumed with one from its counter: every sample
-once, in the uninterrupted order.
+Windows as nanoGPT's ``get_batch`` cuts them against one contiguous copy of as many bytes
+(the ceiling); best-fit packing's padding (11b); a document epoch (11c) stopped with two
+workers and resumed with one: every sample once, in the uninterrupted order.
 """
 
 from __future__ import annotations
@@ -32,8 +29,7 @@ RATIO_GOAL, PADDING_GOAL = 0.5, 0.05
 
 
 def _exact(name: str, value, ok: bool) -> dict:
-    """A figure without noise (a count, a fraction of a fixed packing): its interval is the
-    value itself, at level 1, beside :func:`judge`'s keys for the timed figure."""
+    """:func:`judge`'s keys for a figure without noise (a count): its interval is the value."""
     return {name: value, f"{name}_ci": [value, value], f"{name}_ci_level": 1.0,
             f"{name}_verdict": PASS if ok else FAIL}
 
@@ -46,7 +42,7 @@ def _view_rows(flat: np.ndarray, starts: np.ndarray, context: int) -> np.ndarray
 
 
 def _slice_rows(flat: np.ndarray, starts: np.ndarray, context: int) -> np.ndarray:
-    """One slice per window copied into a buffer of the file's dtype (no cast)."""
+    """One slice per window copied into a buffer of the file's dtype."""
     buf = np.empty((len(starts), context + 1), flat.dtype)
     for j, i in enumerate(starts.tolist()):
         buf[j] = flat[i:i + context + 1]
@@ -106,8 +102,7 @@ class _EpochBatches(IterableDataset):
 
 def _epoch_run(corpus, context: int, batch_size: int, state: dict, num_workers: int,
                stop_after: int | None = None) -> tuple[list[int], dict]:
-    """Sample ids from ``state["samples_yielded"]`` on (all, or ``stop_after`` batches) and the
-    state after them: the counter, kept in this process."""
+    """Sample ids from ``state["samples_yielded"]`` on, and the state (counted here) after."""
     ds = _EpochBatches(corpus, context, batch_size, state["samples_yielded"])
     loader = DataLoader(ds, batch_size=None, num_workers=num_workers,
                         timeout=WORKER_TIMEOUT_S if num_workers else 0)
@@ -140,10 +135,8 @@ def _resume_across_workers(corpus, context: int, batch_size: int, stop_after: in
 def token_windows(scale: str | None = None, context: int = 2048, batch_size: int = 64,
                   batches: int = 128, pairs: int = 9, pack_context: int = 1024,
                   resume_batch: int = 8) -> dict:
-    """The three figures of the module docstring. ``scale`` sizes the corpus (1.4 MB of
-    tokens at ci sits in the CPU's caches; 20 MB at workshop and 340 MB at full do not); each
-    trial is ``batches`` batches on the CPU clock, the same seed for both sides; packing at
-    ``pack_context``, chapter 11's context, to which the fixture's lengths are tuned."""
+    """The module's three figures; ``scale`` sizes the corpus (ci's 1.4 MB of tokens sits in
+    the CPU's caches, workshop's 20 MB does not)."""
     scale = resolve_scale(scale)
     corpus = open_tokens(fixture("corpus", scale, progress=False))
     tokens = corpus.tokens.view(np.ndarray)  # slicing an np.memmap builds a memmap per slice
@@ -164,19 +157,15 @@ def token_windows(scale: str | None = None, context: int = 2048, batch_size: int
     def starts(rng):
         return rng.integers(0, n - context - 1, batch_size)
 
-    candidates = {
-        "window view, no cast":
-            lambda rng: torch.from_numpy(_view_rows(tokens, starts(rng), context)),
-        "slices, no cast":
-            lambda rng: torch.from_numpy(_slice_rows(tokens, starts(rng), context)),
-    }
+    candidates = {  # the faster is timed against the copy
+        "window view, no cast": lambda r: torch.from_numpy(_view_rows(tokens, starts(r), context)),
+        "slices, no cast": lambda r: torch.from_numpy(_slice_rows(tokens, starts(r), context))}
     quick = {k: best_of(run(f), repeats=3, clock="cpu").best_s for k, f in candidates.items()}
     best = min(quick, key=quick.get)
     trials = paired_trials(run(copy), run(candidates[best]), pairs, clock="cpu")
     gb = batches * span * tokens.itemsize / 1e9
     result = {"context": context, "batch_size": batch_size, "dtype": str(tokens.dtype),
-              "tokens_in_file": n, "batches_per_trial": batches, "pairs": pairs,
-              "sampler": best,
+              "tokens_in_file": n, "batches_per_trial": batches, "pairs": pairs, "sampler": best,
               "candidates_best_s": {k: round(v, 6) for k, v in quick.items()},
               "copy_gb_per_s": gb / min(c for c, _ in trials),
               "windows_gb_per_s": gb / min(w for _, w in trials),

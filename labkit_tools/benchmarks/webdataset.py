@@ -87,15 +87,13 @@ def webdataset_bench(scale: str | None = None, pairs: int = 15, worker_pairs: in
         after = available_parallelism(2)
     finally:
         loaders.clear()  # the last references: their persistent workers stop
-    result = {
-        "scale": scale, "samples": n_tar, "shards": len(shards), "pairs": pairs,
-        "worker_pairs": worker_pairs, "epochs_per_trial": epochs,
-        "tarfile_samples_per_s": n_tar / min(t for t, _ in read),
-        "wds_samples_per_s": n_tar / min(w for _, w in read),
-        "decode_1_worker_samples_per_s": epochs * n_tar / min(a for a, _ in workers),
-        "decode_2_workers_samples_per_s": epochs * n_tar / min(b for _, b in workers),
-        "cores": usable_cores(), "cpu_count": os.cpu_count(),
-    }
+    result = {"scale": scale, "samples": n_tar, "shards": len(shards), "pairs": pairs,
+              "worker_pairs": worker_pairs, "epochs_per_trial": epochs,
+              "tarfile_samples_per_s": n_tar / min(t for t, _ in read),
+              "wds_samples_per_s": n_tar / min(w for _, w in read),
+              "decode_1_worker_samples_per_s": epochs * n_tar / min(a for a, _ in workers),
+              "decode_2_workers_samples_per_s": epochs * n_tar / min(b for _, b in workers),
+              "cores": usable_cores(), "cpu_count": os.cpu_count()}
     result |= judge("read_ratio_vs_tarfile", [t / w for t, w in read], READ_GOAL)
     result |= judge("workers_2_vs_1", [a / b for a, b in workers], WORKERS_GOAL)
     return result | busy_verdict("workers_2_vs_1", result, before, after, WORKERS_GOAL)
