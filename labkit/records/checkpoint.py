@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing as mp
 import numbers
 import os
 import re
@@ -162,10 +161,7 @@ class Checkpoint:
             "schema": SCHEMA, "chapter": self.chapter,
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "scale": self.scale, "labkit_version": versions(["labkit"])["labkit"],
-            # the default start method (first of get_all_start_methods) unless one was set;
-            # get_start_method() alone would fix it, and a chapter's later set_start_method fail
-            "environment": {**environment(data_path=data_path), "start_method": (
-                mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0])},
+            "environment": environment(data_path=data_path),
             "data": list(self.data_entries), "observations": list(self.observations),
             "constraints": list(self.constraints),
         }

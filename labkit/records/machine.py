@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import multiprocessing as mp
 import os
 import platform
 import shutil
@@ -162,7 +163,8 @@ def _torch() -> dict:
 
 
 def environment(data_path=None) -> dict:
-    """Hardware, OS, thread pools, data location, GPU and versions as a JSON-ready dict."""
+    """Hardware, OS, thread pools, data location, GPU, versions and the default start method
+    as a JSON-ready dict."""
     mem = psutil.virtual_memory()
     libc = " ".join(platform.libc_ver()).strip() or None
     return {
@@ -177,6 +179,9 @@ def environment(data_path=None) -> dict:
         "threadpools": _safe(threadpools),
         "data": _safe(_data, data_path), "gpu": _safe(_gpu), "torch": _safe(_torch),
         "versions": versions(),
+        # the default start method unless one was set: get_start_method() alone would fix
+        # it, and a chapter's later set_start_method would fail
+        "start_method": mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0],
     }
 
 
