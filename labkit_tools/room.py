@@ -58,7 +58,8 @@ SHOWN = 8                     # headline figures per chapter on the page
 
 
 class Room:
-    """The records folder's SQLite file: one row per distinct record (its digest)."""
+    """The records folder's SQLite file: one row per distinct record (its digest). The page
+    reads the parsed records kept here, read from the file once at start, not every refresh."""
 
     def __init__(self, folder: Path):
         folder.mkdir(parents=True, exist_ok=True)
@@ -69,6 +70,7 @@ class Room:
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("CREATE TABLE IF NOT EXISTS records (digest TEXT PRIMARY KEY, laptop "
                         "TEXT, chapter TEXT, created TEXT, received REAL, body TEXT)")
+        self.parsed = [json.loads(b) for (b,) in self.db.execute("SELECT body FROM records")]
 
     def add(self, record: dict) -> tuple[bool, str]:
         body = json.dumps(record, sort_keys=True, separators=(",", ":"))
@@ -77,12 +79,13 @@ class Room:
             cur = self.db.execute("INSERT OR IGNORE INTO records VALUES (?,?,?,?,?,?)",
                                   (digest, record["environment"]["hostname"],
                                    record["chapter"], record["created"], time.time(), body))
+            if cur.rowcount == 1:
+                self.parsed.append(record)
         return cur.rowcount == 1, digest
 
     def records(self) -> list[dict]:
         with self.lock:
-            rows = self.db.execute("SELECT body FROM records ORDER BY created").fetchall()
-        return [json.loads(b) for (b,) in rows]
+            return sorted(self.parsed, key=lambda r: r["created"])
 
     def index(self) -> list[dict]:
         with self.lock:
