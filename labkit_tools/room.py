@@ -58,8 +58,7 @@ SHOWN = 8                     # headline figures per chapter on the page
 
 
 class Room:
-    """The records folder's SQLite file: one row per distinct record (its digest). The page
-    reads the parsed records kept here, read from the file once at start, not every refresh."""
+    """One SQLite row per distinct record (its digest); the page reads them parsed once."""
 
     def __init__(self, folder: Path):
         folder.mkdir(parents=True, exist_ok=True)
@@ -339,8 +338,7 @@ def serve(folder=None, host: str = "127.0.0.1", port: int = 8765, code: str | No
     code = new_code(folder, code)
     room = Room(folder)
     sock = socket.create_server((host, port), reuse_port=False)
-    url = f"http://{host if host not in ('0.0.0.0', '::') else _address()}:" \
-          f"{sock.getsockname()[1]}"
+    url = f"http://{_address() if host in ('0.0.0.0', '::') else host}:{sock.getsockname()[1]}"
     who = ("only this machine can reach it (--host 0.0.0.0 or this machine's address "
            "opens it to the room)" if host.startswith("127.") or host == "localhost" else
            f"anyone who can reach {host} on this machine's networks can send with the code")

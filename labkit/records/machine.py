@@ -163,8 +163,7 @@ def _torch() -> dict:
 
 
 def environment(data_path=None) -> dict:
-    """Hardware, OS, thread pools, data location, GPU, versions and the default start method
-    as a JSON-ready dict."""
+    """Hardware, OS, thread pools, data, GPU, versions, start method: a JSON-ready dict."""
     mem = psutil.virtual_memory()
     libc = " ".join(platform.libc_ver()).strip() or None
     return {
@@ -179,8 +178,7 @@ def environment(data_path=None) -> dict:
         "threadpools": _safe(threadpools),
         "data": _safe(_data, data_path), "gpu": _safe(_gpu), "torch": _safe(_torch),
         "versions": versions(),
-        # the default start method unless one was set: get_start_method() alone would fix
-        # it, and a chapter's later set_start_method would fail
+        # allow_none: get_start_method() alone would fix it (a later set_start_method fails)
         "start_method": mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0],
     }
 
